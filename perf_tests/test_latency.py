@@ -1,0 +1,18 @@
+"""Every case's requests succeed; TPOT gain over no-spec (paired, same run); TTFT budgets."""
+
+import pytest
+
+
+@pytest.mark.perf_cases("requests")
+def test_requests(perf, perf_case):
+    perf.assert_gate("requests", perf_case)
+
+
+@pytest.mark.perf_cases("tpot_gain")
+def test_tpot_gain(perf, perf_case):
+    perf.assert_gate("tpot_gain", perf_case)
+
+
+@pytest.mark.perf_cases("ttft_budget")
+def test_ttft_budget(perf, perf_case):
+    perf.assert_gate("ttft_budget", perf_case)

@@ -1,0 +1,69 @@
+"""Prompts for a run: synthetic pseudo-text from a seed, or a ShareGPT-format file.
+
+Prompts are fixed per profile (same seed, same order) so that runs compare like with
+like; at temperature 0 the acceptance counters are then exactly repeatable.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from specperf.profile import Profile, ShareGPTWorkload, SyntheticWorkload
+
+
+class DatasetError(ValueError):
+    pass
+
+
+def synthetic_prompts(workload: SyntheticWorkload) -> list[str]:
+    from specperf.tiny import synthetic_text
+
+    return [
+        synthetic_text(workload.seed * 100_003 + i, workload.input_words)
+        for i in range(workload.num_prompts)
+    ]
+
+
+def sharegpt_prompts(workload: ShareGPTWorkload, path: Path) -> list[str]:
+    if not path.exists():
+        raise DatasetError(
+            f"{path}: ShareGPT dataset not found — set workload.path in the profile, "
+            "SPECPERF_SHAREGPT, or --perf-dataset (datasets are never downloaded during a run)"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path}: not a readable JSON file: {exc}") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: expected a JSON list of conversations, got {type(data).__name__}")
+    prompts: list[str] = []
+    for i, item in enumerate(data):
+        conv = item.get("conversations") if isinstance(item, dict) else None
+        if not isinstance(conv, list) or not conv:
+            continue
+        first = conv[0]
+        if not isinstance(first, dict) or not isinstance(first.get("value"), str):
+            raise DatasetError(f"{path}: item [{i}].conversations[0].value is not a string")
+        text = first["value"].strip()
+        if text and len(text) <= workload.max_input_chars:
+            prompts.append(text)
+    if not prompts:
+        raise DatasetError(f"{path}: no usable conversations (need conversations[0].value)")
+    rng = random.Random(workload.seed)
+    rng.shuffle(prompts)
+    return prompts[: workload.num_prompts]
+
+
+def load_prompts(profile: Profile, dataset_override: str | None = None) -> list[str]:
+    w = profile.workload
+    if isinstance(w, SyntheticWorkload):
+        return synthetic_prompts(w)
+    path = profile.dataset_path(dataset_override)
+    if path is None:
+        raise DatasetError(
+            f"{profile.source}: field `workload.path` is not set — give the ShareGPT JSON path "
+            "there, in SPECPERF_SHAREGPT, or with --perf-dataset"
+        )
+    return sharegpt_prompts(w, path)

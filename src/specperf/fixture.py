@@ -1,0 +1,412 @@
+"""The `perf` session fixture: runs the pipeline for the cases pytest selected.
+
+profile → server → load → scrape → measure → gate. One PerfSession per pytest
+session holds the servers (started lazily, one per server config, stopped after the
+last item that needs it), the measured cases (memoised, so the acceptance, latency and
+throughput tests of one case share one measurement), and the gate checks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from specperf import baseline as baseline_store
+from specperf import gate
+from specperf.dataset import load_prompts
+from specperf.load import run_load
+from specperf.measure import case_result, make_trial
+from specperf.profile import TINY_PREFIX, Profile, ServerConfig, load_profile
+from specperf.schemas import (
+    Baseline,
+    Case,
+    CaseResult,
+    GateCheck,
+    Provenance,
+    RunResult,
+    ServerRecord,
+    utcnow,
+)
+from specperf.scrape import counter_delta, fetch_counters
+from specperf.server import ServerError, VllmServer, build_argv, free_port, run_env
+
+#: Test kinds, in the order their items run within a case.
+KINDS = ("requests", "acceptance", "tpot_gain", "ttft_budget", "throughput_budget")
+
+
+@dataclass
+class PerfOptions:
+    profile: str
+    rootdir: Path
+    run_dir: Path
+    json_path: Path | None
+    baselines_dir: Path
+    update_baselines: bool
+    force: bool
+    repeats: int | None
+    dataset: str | None
+    models_cache: Path
+
+
+@dataclass
+class PerfSession:
+    options: PerfOptions
+    say: Callable[[str], None] = print
+    _profile: Profile | None = None
+    _prompts: list[str] | None = None
+    _tiny_paths: dict[str, Path] | None = None
+    servers: dict[str, VllmServer] = field(default_factory=dict)
+    server_errors: dict[str, ServerError] = field(default_factory=dict)
+    server_records: dict[str, ServerRecord] = field(default_factory=dict)
+    results: dict[Case, CaseResult] = field(default_factory=dict)
+    measure_errors: dict[Case, str] = field(default_factory=dict)
+    checks: list[GateCheck] = field(default_factory=list)
+    baseline: Baseline | None = None
+    baseline_path: Path | None = None
+    baseline_note: str | None = None
+    provenance: Provenance | None = None
+    started_at: object = field(default_factory=utcnow)
+
+    # -- profile and matrix -----------------------------------------------------
+
+    @property
+    def profile(self) -> Profile:
+        if self._profile is None:
+            self._profile = load_profile(self.options.profile, self.options.rootdir)
+        return self._profile
+
+    @property
+    def repeats(self) -> int:
+        return self.options.repeats or self.profile.repeats
+
+    def ordered_configs(self) -> list[ServerConfig]:
+        # The no-spec config runs first: the paired TPOT gain of every spec config
+        # needs its measurement at the same concurrency.
+        return sorted(self.profile.server_configs, key=lambda c: c.is_spec)
+
+    def cases_for(self, kind: str) -> list[Case]:
+        p = self.profile
+        out: list[Case] = []
+        for cfg in self.ordered_configs():
+            gates = p.gates_for(cfg)
+            for c in p.concurrencies:
+                if kind == "requests":
+                    keep = True
+                elif kind == "acceptance":
+                    keep = cfg.is_spec and gates.acceptance is not None
+                elif kind == "tpot_gain":
+                    keep = (cfg.is_spec and gates.tpot_gain is not None
+                            and c <= gates.tpot_gain.max_concurrency)
+                elif kind in ("ttft_budget", "throughput_budget"):
+                    keep = gates.budgets is not None and c >= gates.budgets.min_concurrency
+                else:
+                    raise ValueError(f"unknown perf case kind {kind!r}; known: {KINDS}")
+                if keep:
+                    out.append(Case(config_id=cfg.id, concurrency=c))
+        return out
+
+    def needed_configs(self, kind: str, case: Case) -> list[str]:
+        """Server configs an item of this kind needs up: its own, and for the paired
+        TPOT gain the no-spec config too."""
+        needed = [case.config_id]
+        nospec = self.profile.nospec
+        if kind == "tpot_gain" and nospec is not None:
+            needed.append(nospec.id)
+        return needed
+
+    # -- baselines --------------------------------------------------------------
+
+    def load_baseline(self) -> None:
+        """Load this hardware's baseline; raises pytest.UsageError on a bad file."""
+        prov = self.get_provenance()
+        path = baseline_store.baseline_path(
+            self.options.baselines_dir, self.profile.name, prov.hardware_id
+        )
+        self.baseline_path = path
+        try:
+            base = baseline_store.load_baseline(path)
+        except baseline_store.BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if base is None:
+            others = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.exists() else []
+            self.baseline_note = (
+                f"no baseline for profile {self.profile.name!r} on hardware {prov.hardware_id!r} "
+                f"(looked for {path}"
+                + (f"; baselines exist for: {', '.join(others)}" if others else "")
+                + "); baseline gates are skipped — record one with --perf-update-baselines"
+            )
+            return
+        bp = base.provenance
+        if bp.hardware_id != prov.hardware_id:
+            raise pytest.UsageError(
+                f"{path}: field `provenance.hardware_id` is {bp.hardware_id!r} but this machine is "
+                f"{prov.hardware_id!r}; a baseline only compares on the hardware it was measured "
+                "on — record one here with --perf-update-baselines"
+            )
+        if bp.profile_hash != prov.profile_hash and not self.options.update_baselines:
+            raise pytest.UsageError(
+                f"{path}: field `provenance.profile_hash` is {bp.profile_hash} but profile "
+                f"{self.profile.name!r} now hashes to {prov.profile_hash}: the profile changed "
+                "what is measured since the baseline was recorded, so comparing would mislead — "
+                "record a new baseline with --perf-update-baselines"
+            )
+        self.baseline = base
+        self.baseline_note = (
+            f"baseline {path} (vLLM {bp.vllm_version}, {bp.date:%Y-%m-%d}, "
+            f"commit {(bp.git_commit or '?')[:10]})"
+        )
+
+    def get_provenance(self) -> Provenance:
+        if self.provenance is None:
+            self.provenance = baseline_store.collect_provenance(
+                self.profile, cwd=self.options.rootdir
+            )
+        return self.provenance
+
+    def baseline_case(self, case: Case) -> CaseResult | None:
+        return self.baseline.case(case) if self.baseline is not None else None
+
+    def no_baseline_reason(self, case: Case) -> str:
+        if self.baseline is None:
+            return self.baseline_note or "no baseline"
+        return (
+            f"case {case.id} is not in the baseline {self.baseline_path}; record it with "
+            "--perf-update-baselines"
+        )
+
+    # -- servers ----------------------------------------------------------------
+
+    def _resolve_model(self, ref: str) -> str:
+        if not ref.startswith(TINY_PREFIX):
+            return ref
+        if self._tiny_paths is None:
+            from specperf.tiny import materialise
+
+            assert self.profile.tiny is not None
+            t0 = time.monotonic()
+            self._tiny_paths = materialise(self.profile.tiny, self.options.models_cache)
+            self.say(f"specperf: tiny models ready in {time.monotonic() - t0:.1f} s "
+                     f"({self.options.models_cache})")
+        return str(self._tiny_paths[ref[len(TINY_PREFIX):]])
+
+    def server_for(self, config_id: str) -> VllmServer:
+        if config_id in self.server_errors:
+            raise self.server_errors[config_id]
+        if config_id in self.servers:
+            server = self.servers[config_id]
+            try:
+                server.check_alive()
+            except ServerError as exc:
+                self._record_server_error(config_id, exc)
+                raise
+            return server
+        cfg = self.profile.config(config_id)
+        p = self.profile
+        log_path = self.options.run_dir / "servers" / f"{config_id}.log"
+        if importlib.util.find_spec("vllm") is None:
+            exc = ServerError(
+                config_id,
+                "cannot start: vLLM is not installed in this Python environment "
+                f"({sys.executable}); run `nox -s perf`, or pip install 'specperf[cpu]' "
+                "(or [gpu])",
+                log_path, "",
+            )
+            self._record_server_error(config_id, exc)
+            raise exc
+        spec = dict(cfg.speculative_config) if cfg.speculative_config is not None else None
+        try:
+            target = self._resolve_model(p.target)
+            if spec is not None and isinstance(spec.get("model"), str):
+                spec["model"] = self._resolve_model(spec["model"])
+        except Exception as exc:  # noqa: BLE001 - any generation failure fails the config
+            err = ServerError(config_id, f"cannot prepare its models: {exc}", log_path, "")
+            self._record_server_error(config_id, err)
+            raise err from exc
+        port = free_port()
+        argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args])
+        env = run_env(
+            self.options.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX)
+        )
+        server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
+        self.server_records[config_id] = ServerRecord(
+            config_id=config_id, argv=argv, port=port, log_path=str(log_path)
+        )
+        self.say(f"specperf: starting vLLM for {config_id} on {server.base_url} (log {log_path})")
+        try:
+            server.start()
+        except ServerError as exc:
+            self._record_server_error(config_id, exc)
+            raise
+        self.servers[config_id] = server
+        self.server_records[config_id] = self.server_records[config_id].model_copy(
+            update={"startup_s": server.startup_s, "vllm_version": server.version}
+        )
+        self.say(f"specperf: {config_id} ready in {server.startup_s:.1f} s (vLLM {server.version})")
+        return server
+
+    def _record_server_error(self, config_id: str, exc: ServerError) -> None:
+        self.server_errors[config_id] = exc
+        rec = self.server_records.get(config_id)
+        if rec is not None:
+            self.server_records[config_id] = rec.model_copy(update={"error": exc.cause})
+        else:
+            self.server_records[config_id] = ServerRecord(
+                config_id=config_id, argv=[], log_path=str(exc.log_path), error=exc.cause
+            )
+        self.servers.pop(config_id, None)
+
+    def stop_server(self, config_id: str) -> None:
+        server = self.servers.pop(config_id, None)
+        if server is not None:
+            server.stop()
+            self.say(f"specperf: stopped vLLM for {config_id}")
+
+    def stop_all(self) -> None:
+        for cid in list(self.servers):
+            self.stop_server(cid)
+
+    # -- measuring --------------------------------------------------------------
+
+    def prompts(self) -> list[str]:
+        if self._prompts is None:
+            self._prompts = load_prompts(self.profile, self.options.dataset)
+        return self._prompts
+
+    def measure(self, case: Case) -> CaseResult:
+        if case in self.results:
+            return self.results[case]
+        if case in self.measure_errors:
+            raise RuntimeError(self.measure_errors[case])
+        cfg = self.profile.config(case.config_id)
+        server = self.server_for(case.config_id)
+        p = self.profile
+        n = p.load.requests_at(case.concurrency)
+        trials = []
+        try:
+            for r in range(self.repeats):
+                started = utcnow()
+                before = fetch_counters(server.base_url)
+                load = run_load(
+                    server.base_url, server.argv[server.argv.index("--model") + 1],
+                    self.prompts(), p.sampling, case.concurrency, n,
+                    warmup_requests=p.load.warmup_requests if r == 0 else 0,
+                    request_timeout_s=p.load.request_timeout_s,
+                )
+                after = fetch_counters(server.base_url)
+                trials.append(make_trial(r, started, load, counter_delta(before, after)))
+        except Exception as exc:  # noqa: BLE001 - reported as the case's failure
+            try:
+                server.check_alive()
+                msg = f"case {case.id}: measuring failed: {type(exc).__name__}: {exc}"
+            except ServerError as dead:
+                self._record_server_error(case.config_id, dead)
+                msg = f"case {case.id}: {dead}"
+            self.measure_errors[case] = msg
+            raise RuntimeError(msg) from exc
+        result = case_result(case, cfg, trials, server.version)
+        self.results[case] = result
+        acc = result.acceptance
+        acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
+        self.say(
+            f"specperf: {case.id}: {result.n_requests} requests, median TTFT "
+            f"{result.ttft_ms.median or float('nan'):.1f} ms, TPOT "
+            f"{result.tpot_ms.median or float('nan'):.2f} ms, "
+            f"{result.output_throughput:.1f} tok/s{acc_txt}"
+        )
+        return result
+
+    # -- gates ------------------------------------------------------------------
+
+    def evaluate(self, kind: str, case: Case) -> list[GateCheck]:
+        p = self.profile
+        cfg = p.config(case.config_id)
+        gates = p.gates_for(cfg)
+        result = self.measure(case)
+        base = self.baseline_case(case)
+        if kind == "requests":
+            checks = [gate.check_requests(result, p.load)]
+        elif kind == "acceptance":
+            assert gates.acceptance is not None
+            checks = gate.check_acceptance(result, gates.acceptance, base)
+        elif kind == "tpot_gain":
+            assert gates.tpot_gain is not None and p.nospec is not None
+            nospec_case = Case(config_id=p.nospec.id, concurrency=case.concurrency)
+            try:
+                nospec = self.measure(nospec_case)
+            except (ServerError, RuntimeError) as exc:
+                raise RuntimeError(
+                    f"case {case.id}: the paired no-spec measurement failed: {exc}"
+                ) from exc
+            checks = [gate.check_tpot_gain(result, nospec, gates.tpot_gain)]
+        elif kind == "ttft_budget":
+            assert gates.budgets is not None
+            checks = [gate.check_ttft_budget(result, base, gates.budgets,
+                                             self.no_baseline_reason(case))]
+        elif kind == "throughput_budget":
+            assert gates.budgets is not None
+            checks = [gate.check_throughput_budget(result, base, gates.budgets,
+                                                   self.no_baseline_reason(case))]
+        else:
+            raise ValueError(kind)
+        self.checks.extend(checks)
+        return checks
+
+    def assert_gate(self, kind: str, case: Case) -> None:
+        """What every perf test calls: measure, check, and fail/skip in plain words."""
+        try:
+            checks = self.evaluate(kind, case)
+        except ServerError as exc:
+            pytest.fail(f"case {case.id}: {exc}", pytrace=False)
+        except RuntimeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        failed = [c for c in checks if c.outcome == "fail"]
+        if failed:
+            pytest.fail("\n".join(c.message for c in failed), pytrace=False)
+        if checks and all(c.outcome == "skip" for c in checks):
+            pytest.skip(checks[0].message)
+
+    # -- the run file -----------------------------------------------------------
+
+    def run_result(self) -> RunResult:
+        prov = self.get_provenance()
+        versions = {r.vllm_version for r in self.results.values() if r.vllm_version}
+        if versions:
+            prov = prov.model_copy(update={"vllm_version": sorted(versions)[0]})
+        order = {c.id: i for i, c in enumerate(self.ordered_configs())}
+        cases = sorted(self.results.values(),
+                       key=lambda r: (order.get(r.case.config_id, 99), r.case.concurrency))
+        return RunResult(
+            provenance=prov,
+            run_dir=str(self.options.run_dir),
+            started_at=self.started_at,  # type: ignore[arg-type]
+            finished_at=utcnow(),
+            cases=cases,
+            checks=self.checks,
+            servers=list(self.server_records.values()),
+            baseline_path=str(self.baseline_path) if self.baseline_path else None,
+            baseline_note=self.baseline_note,
+        )
+
+    def updated_baseline(self, run: RunResult) -> Baseline:
+        """The run's cases over the old baseline's (a `-k` subset keeps the rest)."""
+        cases = {c.case: c for c in (self.baseline.cases if self.baseline else [])}
+        if self.baseline is not None and (
+            self.baseline.provenance.profile_hash != run.provenance.profile_hash
+        ):
+            cases = {}
+        for c in run.cases:
+            cases[c.case] = c
+        return Baseline(provenance=run.provenance, cases=list(cases.values()))
+
+
+def default_run_dir(rootdir: Path, profile: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = Path(profile).stem
+    return rootdir / ".specperf" / "runs" / f"{stamp}-{name}-{os.getpid()}"

@@ -1,0 +1,231 @@
+"""The pytest plugin: options, the case matrix, item order, server lifetimes, reporting.
+
+Perf tests ask for the `perf_case` fixture and say which cases they apply to with
+`@pytest.mark.perf_cases("<kind>")`; the plugin parametrises them from the profile, so
+test code holds no numbers. Items are ordered server config by server config (no-spec
+first), and each server is stopped right after the last item that needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specperf.baseline import BaselineError, gpu_present, write_baseline
+from specperf.fixture import KINDS, PerfOptions, PerfSession, default_run_dir
+from specperf.profile import ProfileError
+from specperf.schemas import Case
+
+_KEY = pytest.StashKey[PerfSession]()
+_ITEM_KIND = pytest.StashKey[str]()
+_LAST_USE = pytest.StashKey[dict[str, int]]()
+
+DEFAULT_CPU_PROFILE = "cpu-tiny"
+DEFAULT_GPU_PROFILE = "a100-qwen3-32b"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("specperf", "speculative-decoding performance suite")
+    g.addoption("--perf-profile", default=None,
+                help="profile name (perf_tests/profiles/NAME.toml) or path; default: "
+                     f"{DEFAULT_CPU_PROFILE} without a GPU, {DEFAULT_GPU_PROFILE} with one")
+    g.addoption("--perf-run-dir", default=None,
+                help="where server logs, caches and the run file go (default .specperf/runs/…)")
+    g.addoption("--perf-json", default=None, help="also write the run file to this path")
+    g.addoption("--perf-baselines", default=None,
+                help="baselines directory (default: <rootdir>/baselines)")
+    g.addoption("--perf-update-baselines", action="store_true",
+                help="write this run as the baseline for this profile and hardware")
+    g.addoption("--perf-force", action="store_true",
+                help="with --perf-update-baselines: accept a run that has failures")
+    g.addoption("--perf-repeats", type=int, default=None, help="trials per case (profile: repeats)")
+    g.addoption("--perf-dataset", default=None, help="ShareGPT JSON path (overrides the profile)")
+    g.addoption("--perf-models-cache", default=None,
+                help="where generated tiny models are cached (default .specperf/models)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "perf_cases(kind): parametrise `perf_case` with the profile's cases of this "
+        f"kind ({', '.join(KINDS)})"
+    )
+    rootdir = Path(str(config.rootpath))
+    profile = config.getoption("--perf-profile") or os.environ.get("SPECPERF_PROFILE") or (
+        DEFAULT_GPU_PROFILE if gpu_present() else DEFAULT_CPU_PROFILE
+    )
+    run_dir_opt = config.getoption("--perf-run-dir")
+    run_dir = Path(run_dir_opt).resolve() if run_dir_opt else default_run_dir(rootdir, profile)
+    json_opt = config.getoption("--perf-json")
+    base_opt = config.getoption("--perf-baselines")
+    models_opt = config.getoption("--perf-models-cache") or os.environ.get("SPECPERF_MODELS_CACHE")
+    opts = PerfOptions(
+        profile=profile,
+        rootdir=rootdir,
+        run_dir=run_dir,
+        json_path=Path(json_opt).resolve() if json_opt else None,
+        baselines_dir=Path(base_opt).resolve() if base_opt else rootdir / "baselines",
+        update_baselines=bool(config.getoption("--perf-update-baselines")),
+        force=bool(config.getoption("--perf-force")),
+        repeats=config.getoption("--perf-repeats"),
+        dataset=config.getoption("--perf-dataset") or os.environ.get("SPECPERF_SHAREGPT"),
+        models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
+    )
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(msg: str) -> None:
+        if reporter is not None:
+            reporter.write_line(msg)
+        else:  # pragma: no cover
+            print(msg)
+
+    config.stash[_KEY] = PerfSession(options=opts, say=say)
+    # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def perf_session(config: pytest.Config) -> PerfSession:
+    return config.stash[_KEY]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "perf_case" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("perf_cases")
+    if marker is None or not marker.args:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: a test using `perf_case` needs "
+            f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS}"
+        )
+    kind = marker.args[0]
+    session = perf_session(metafunc.config)
+    try:
+        cases = session.cases_for(kind)
+    except ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
+
+
+@pytest.fixture(scope="session")
+def perf(request: pytest.FixtureRequest) -> PerfSession:
+    return perf_session(request.config)
+
+
+def _item_case(item: pytest.Item) -> tuple[str, Case] | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "perf_case" not in callspec.params:
+        return None
+    marker = item.get_closest_marker("perf_cases")
+    if marker is None:
+        return None
+    return marker.args[0], callspec.params["perf_case"]
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    perf_items = [(i, _item_case(i)) for i in items]
+    if not any(kc for _, kc in perf_items):
+        return
+    ps = perf_session(config)
+    order = {c.id: n for n, c in enumerate(ps.ordered_configs())}
+
+    def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
+        _, kc = pair
+        if kc is None:
+            return (0, 0, 0, 0)
+        kind, case = kc
+        return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
+
+    perf_items.sort(key=key)  # stable: non-perf items keep their order, first
+    items[:] = [i for i, _ in perf_items]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    ps = perf_session(session.config)
+    last_use: dict[str, int] = {}
+    any_perf = False
+    for n, item in enumerate(session.items):
+        kc = _item_case(item)
+        if kc is None:
+            continue
+        any_perf = True
+        item.stash[_ITEM_KIND] = kc[0]
+        for cid in ps.needed_configs(*kc):
+            last_use[cid] = n
+    session.stash[_LAST_USE] = last_use
+    if any_perf and not session.config.getoption("collectonly"):
+        try:
+            ps.load_baseline()
+        except (BaselineError, ProfileError) as exc:
+            raise pytest.UsageError(str(exc)) from None
+        ps.options.run_dir.mkdir(parents=True, exist_ok=True)
+        ps.say(f"specperf: profile {ps.profile.name} ({ps.profile.source}), run dir "
+               f"{ps.options.run_dir}")
+        ps.say(f"specperf: {ps.baseline_note}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    last_use = item.session.stash.get(_LAST_USE, {})
+    if not last_use:
+        return
+    ps = perf_session(item.config)
+    idx = item.session.items.index(item)
+    for cid, last in last_use.items():
+        if last == idx:
+            ps.stop_server(cid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    ps = perf_session(session.config)
+    ps.stop_all()
+    if not ps.results and not ps.server_errors:
+        return
+    run = ps.run_result()
+    run_json = run.model_dump_json(indent=1)
+    from specperf.baseline import atomic_write_text
+
+    atomic_write_text(ps.options.run_dir / "run.json", run_json)
+    if ps.options.json_path is not None:
+        atomic_write_text(ps.options.json_path, run_json)
+    session.config.stash[_RUN] = run
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    if ps.options.update_baselines and ps.baseline_path is not None:
+        if interrupted:
+            ps.say("specperf: run interrupted — baseline NOT updated")
+        elif run.failed and not ps.options.force:
+            ps.say(f"specperf: {len(run.failed)} check(s) failed — baseline NOT updated "
+                   "(use --perf-force to accept this run anyway)")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif not run.cases:
+            ps.say("specperf: nothing was measured — baseline NOT updated")
+        else:
+            new = ps.updated_baseline(run)
+            write_baseline(ps.baseline_path, new)
+            ps.say(f"specperf: baseline written: {ps.baseline_path} ({len(new.cases)} cases)")
+
+
+_RUN = pytest.StashKey[Any]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    from specperf.report.console import render_run
+
+    terminalreporter.section("specperf")
+    width = max(80, min(terminalreporter._tw.fullwidth, 160))  # noqa: SLF001
+    terminalreporter.write(render_run(run, width=width,
+                                      color=terminalreporter._tw.hasmarkup))  # noqa: SLF001
+    terminalreporter.write_line(f"run file: {Path(run.run_dir) / 'run.json'}")

@@ -1,0 +1,1 @@
+"""Renderers: interchangeable views (console, markdown, JSON, plots) of one RunResult."""

@@ -1,0 +1,65 @@
+"""Reading vLLM's spec-decode counters from /metrics.
+
+The counters are cumulative for the server's lifetime; a case's figures are the
+difference of two scrapes taken around it, so cases that share a server do not
+contaminate each other. Parsing is prometheus_client's, not a regex.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from specperf.schemas import Acceptance, SpecDecodeCounters
+
+#: Family names as prometheus_client reports them (the `_total` suffix is stripped).
+FAMILIES = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def parse_counters(text: str) -> SpecDecodeCounters:
+    totals = {field: 0.0 for field in FAMILIES.values()}
+    per_pos: dict[int, float] = {}
+    present = False
+    for family in text_string_to_metric_families(text):
+        name = family.name.removesuffix("_total")
+        if name in FAMILIES:
+            present = True
+            for s in family.samples:
+                if s.name.endswith("_total"):
+                    totals[FAMILIES[name]] += s.value  # summed over engines / model labels
+        elif name == PER_POSITION:
+            present = True
+            for s in family.samples:
+                if s.name.endswith("_total") and "position" in s.labels:
+                    pos = int(s.labels["position"])
+                    per_pos[pos] = per_pos.get(pos, 0.0) + s.value
+    return SpecDecodeCounters(present=present, accepted_per_position=per_pos, **totals)
+
+
+def fetch_counters(base_url: str, timeout_s: float = 10.0) -> SpecDecodeCounters:
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=timeout_s) as r:  # noqa: S310
+        return parse_counters(r.read().decode("utf-8", errors="replace"))
+
+
+def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acceptance | None:
+    """The case's spec-decode figures; None when the server does no spec decoding."""
+    if not after.present:
+        return None
+    positions = sorted(set(before.accepted_per_position) | set(after.accepted_per_position))
+    k = (max(positions) + 1) if positions else 0
+    per_pos = [
+        after.accepted_per_position.get(i, 0.0) - before.accepted_per_position.get(i, 0.0)
+        for i in range(k)
+    ]
+    return Acceptance(
+        drafts=after.num_drafts - before.num_drafts,
+        draft_tokens=after.num_draft_tokens - before.num_draft_tokens,
+        accepted_tokens=after.num_accepted_tokens - before.num_accepted_tokens,
+        accepted_per_position=per_pos,
+    )

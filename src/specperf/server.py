@@ -1,0 +1,221 @@
+"""Starting and stopping real `vllm serve` processes, one per server config.
+
+A server is started from an argument list (never a shell string), bound to 127.0.0.1 on
+a free port, with its caches, temp files and log inside the run directory. It lives in
+its own process group so that stopping it takes its children with it, and it is sent
+SIGTERM if the process that started it dies (PR_SET_PDEATHSIG), so no vLLM outlives
+the run: pass, fail, crash or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+API_MODULE = "vllm.entrypoints.openai.api_server"
+LOG_TAIL_LINES = 50
+
+_live: set[VllmServer] = set()
+_live_lock = threading.Lock()
+
+
+class ServerError(RuntimeError):
+    """A server that would not start or died; carries the cause and the log's tail."""
+
+    def __init__(self, config_id: str, cause: str, log_path: Path, log_tail: str):
+        self.config_id = config_id
+        self.cause = cause
+        self.log_path = log_path
+        self.log_tail = log_tail
+        super().__init__(
+            f"vLLM server for {config_id!r} {cause}\n"
+            f"log: {log_path}\n--- last {LOG_TAIL_LINES} log lines ---\n{log_tail}"
+        )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def build_argv(
+    python: str,
+    model: str,
+    port: int,
+    speculative_config: dict[str, Any] | None,
+    serve_args: list[str],
+) -> list[str]:
+    # `python -m …api_server` rather than the `vllm` console script: the CPU
+    # repackaging's script looks for a distribution named `vllm` and fails.
+    argv = [python, "-m", API_MODULE, "--model", model, "--host", HOST, "--port", str(port)]
+    if speculative_config is not None:
+        argv += ["--speculative-config", json.dumps(speculative_config, sort_keys=True)]
+    return argv + list(serve_args)
+
+
+def run_env(run_dir: Path, extra: dict[str, str], offline: bool) -> dict[str, str]:
+    """The server's environment: ours, the profile's, and caches kept in the run dir."""
+    env = dict(os.environ)
+    env.update(extra)
+    cache = run_dir / "cache"
+    tmp = run_dir / "tmp"
+    for d in (cache / "vllm", cache / "inductor", tmp):
+        d.mkdir(parents=True, exist_ok=True)
+    # Without these vLLM litters ~/.cache and /tmp with compile caches per run.
+    env.setdefault("VLLM_CACHE_ROOT", str(cache / "vllm"))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
+    env["TMPDIR"] = str(tmp)
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+    return env
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class VllmServer:
+    def __init__(
+        self,
+        config_id: str,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        port: int,
+        startup_timeout_s: float,
+    ) -> None:
+        self.config_id = config_id
+        self.argv = argv
+        self.env = env
+        self.log_path = log_path
+        self.port = port
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.startup_s: float | None = None
+        self.version: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
+        try:
+            with self.log_path.open("r", encoding="utf-8", errors="replace") as f:
+                return "".join(deque(f, maxlen=n)).rstrip()
+        except OSError:
+            return "(no log)"
+
+    def _fail(self, cause: str) -> ServerError:
+        self.stop()
+        return ServerError(self.config_id, cause, self.log_path, self.log_tail())
+
+    def start(self, should_abort: Any = None) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+                self.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - setsid + pdeathsig, nothing else
+                close_fds=True,
+            )
+        except OSError as exc:
+            log.close()
+            raise ServerError(self.config_id, f"could not be started: {exc}", self.log_path, "")
+        finally:
+            log.close()
+        with _live_lock:
+            _live.add(self)
+        deadline = t0 + self.startup_timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise self._fail(f"exited with code {code} during startup")
+            if self._healthy():
+                break
+            if time.monotonic() > deadline:
+                raise self._fail(f"did not become healthy within {self.startup_timeout_s:.0f} s")
+            time.sleep(0.5)
+        self.startup_s = time.monotonic() - t0
+        self.version = self._get_version()
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as r:  # noqa: S310
+                return bool(r.status == 200)
+        except (urllib.error.URLError, OSError, TimeoutError):
+            return False
+
+    def _get_version(self) -> str | None:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/version", timeout=5) as r:  # noqa: S310
+                return str(json.loads(r.read()).get("version"))
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def check_alive(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            code = None if self.proc is None else self.proc.returncode
+            raise ServerError(
+                self.config_id, f"is not running (exit code {code})", self.log_path, self.log_tail()
+            )
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        # The group may hold children that outlived the leader (engine workers).
+        _signal_group(proc.pid, signal.SIGKILL)
+        with _live_lock:
+            _live.discard(self)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_all() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for s in servers:
+        s.stop(grace_s=5.0)
+
+
+atexit.register(stop_all)

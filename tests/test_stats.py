@@ -1,0 +1,334 @@
+"""Tests of the regression-gate statistics on synthetic samples with fixed seeds."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from specperf.stats import (
+    Comparison,
+    Direction,
+    Verdict,
+    _decide,
+    compare_rate,
+    compare_samples,
+    cv,
+    min_detectable_effect,
+    required_trials,
+    simulated_power,
+)
+
+LOWER = Direction.LOWER_IS_BETTER
+HIGHER = Direction.HIGHER_IS_BETTER
+
+
+def lognormal(seed: int, n: int, *, cv: float, centre: float) -> list[float]:
+    """n runs of a metric with mean ``centre`` and log-normal noise of coefficient ``cv``."""
+    sigma = math.sqrt(math.log1p(cv**2))
+    rng = np.random.default_rng(seed)
+    return list(centre * rng.lognormal(-0.5 * sigma**2, sigma, n))
+
+
+# --- compare_samples: the four verdicts ------------------------------------------------
+
+
+def test_25_percent_slower_tpot_is_a_regression() -> None:
+    baseline = lognormal(1, 10, cv=0.05, centre=20.0)
+    current = lognormal(2, 10, cv=0.05, centre=25.0)
+    result = compare_samples("TPOT", baseline, current, direction=LOWER, min_effect=0.05)
+    assert result.verdict is Verdict.REGRESSION
+    assert result.ratio == pytest.approx(1.25, abs=0.05)
+    assert result.ci_low >= 1.05
+    assert result.p_value is not None and result.p_value < 0.01
+    assert result.delta == pytest.approx(result.ratio - 1)
+    assert re.fullmatch(
+        r"TPOT median rose \d+\.\d % \(95 % CI \+\d+\.\d … \+\d+\.\d %\), beyond the 5 % "
+        r"minimum effect; Mann-Whitney p=\S+ < 0\.01\.",
+        result.reason,
+    ), result.reason
+
+
+def test_25_percent_lower_throughput_is_a_regression() -> None:
+    baseline = lognormal(3, 10, cv=0.05, centre=100.0)
+    current = lognormal(4, 10, cv=0.05, centre=75.0)
+    result = compare_samples("throughput", baseline, current, direction=HIGHER, min_effect=0.05)
+    assert result.verdict is Verdict.REGRESSION
+    assert result.ci_high <= 0.95
+    assert "fell" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("direction", "new_centre"),
+    [(LOWER, 15.0), (HIGHER, 25.0)],
+    ids=["faster-tpot", "more-throughput"],
+)
+def test_a_25_percent_move_the_good_way_is_an_improvement(
+    direction: Direction, new_centre: float
+) -> None:
+    baseline = lognormal(5, 10, cv=0.05, centre=20.0)
+    current = lognormal(6, 10, cv=0.05, centre=new_centre)
+    result = compare_samples("m", baseline, current, direction=direction, min_effect=0.05)
+    assert result.verdict is Verdict.IMPROVEMENT
+
+
+def test_identical_quiet_samples_are_unchanged() -> None:
+    samples = lognormal(7, 10, cv=0.01, centre=20.0)
+    result = compare_samples("TPOT", samples, samples, direction=LOWER, min_effect=0.05)
+    assert result.verdict is Verdict.UNCHANGED
+    assert result.ratio == 1.0
+    assert result.p_value == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("value", [12.5, 0.0])
+def test_identical_constant_samples_are_unchanged(value: float) -> None:
+    result = compare_samples("TPOT", [value] * 6, [value] * 8, direction=LOWER, min_effect=0.05)
+    assert result.verdict is Verdict.UNCHANGED
+    assert (result.ratio, result.ci_low, result.ci_high) == (1.0, 1.0, 1.0)
+
+
+def test_significant_shift_below_min_effect_is_unchanged() -> None:
+    baseline = lognormal(8, 400, cv=0.005, centre=20.0)
+    current = lognormal(9, 400, cv=0.005, centre=20.4)  # +2 %
+    result = compare_samples("TPOT", baseline, current, direction=LOWER, min_effect=0.05)
+    assert result.p_value is not None and result.p_value < 1e-20
+    assert result.verdict is Verdict.UNCHANGED
+    assert "inside the ±5 % minimum effect" in result.reason
+
+
+def test_too_few_samples_is_inconclusive_and_says_how_many() -> None:
+    result = compare_samples("TTFT", [1.0, 1.1, 0.9], [1.0] * 10, direction=LOWER, min_effect=0.05)
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert result.p_value is None
+    assert math.isnan(result.ci_low) and math.isnan(result.ci_high)
+    assert "3 baseline" in result.reason and "at least 5 on each side" in result.reason
+
+
+def test_noisy_6_percent_shift_with_5_runs_is_inconclusive() -> None:
+    baseline = lognormal(10, 5, cv=0.08, centre=20.0)
+    current = lognormal(11, 5, cv=0.08, centre=21.2)
+    result = compare_samples("TPOT", baseline, current, direction=LOWER, min_effect=0.05)
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert result.ci_low < 1.05 < result.ci_high
+    assert "add trials" in result.reason
+
+
+def test_significant_but_straddling_shift_is_inconclusive() -> None:
+    # About +5 %, measured precisely enough to be significant but not to clear 5 %.
+    baseline = lognormal(12, 60, cv=0.03, centre=20.0)
+    current = lognormal(13, 60, cv=0.03, centre=21.0)
+    result = compare_samples("TPOT", baseline, current, direction=LOWER, min_effect=0.05)
+    assert result.p_value is not None and result.p_value < 0.01
+    assert result.ci_low < 1.05 < result.ci_high
+    assert result.verdict is Verdict.INCONCLUSIVE
+
+
+# --- compare_samples: edge cases -------------------------------------------------------
+
+
+def test_zero_baseline_centre_is_inconclusive_without_dividing() -> None:
+    result = compare_samples(
+        "TPOT",
+        [0.0, 0.0, 0.0, 0.0, 1.0],
+        [1.0, 2.0, 1.0, 2.0, 1.0],
+        direction=LOWER,
+        min_effect=0.05,
+    )
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert math.isnan(result.ratio)
+    assert "baseline median is 0" in result.reason
+
+
+def test_nans_are_dropped_and_counted() -> None:
+    samples = lognormal(14, 8, cv=0.01, centre=5.0)
+    result = compare_samples(
+        "TPOT",
+        [*samples, math.nan],
+        [math.nan, *samples, math.nan],
+        direction=LOWER,
+        min_effect=0.05,
+    )
+    assert (result.n_baseline, result.n_current) == (8, 8)
+    assert result.verdict is Verdict.UNCHANGED
+    assert "1 NaN from the baseline samples and 2 NaN from the current samples" in result.reason
+
+
+def test_mean_statistic() -> None:
+    baseline = lognormal(15, 10, cv=0.05, centre=20.0)
+    current = lognormal(16, 10, cv=0.05, centre=25.0)
+    result = compare_samples(
+        "TPOT", baseline, current, direction=LOWER, min_effect=0.05, statistic="mean"
+    )
+    assert result.statistic == "mean"
+    assert result.current / result.baseline == pytest.approx(result.ratio)
+    assert result.ratio == pytest.approx(np.mean(current) / np.mean(baseline))
+    assert result.verdict is Verdict.REGRESSION
+
+
+def test_same_seed_same_interval_and_other_seed_differs() -> None:
+    baseline = lognormal(17, 10, cv=0.08, centre=20.0)
+    current = lognormal(18, 10, cv=0.08, centre=22.0)
+
+    def run(seed: int) -> Comparison:
+        return compare_samples("m", baseline, current, direction=LOWER, min_effect=0.05, seed=seed)
+
+    assert run(0) == run(0)
+    assert (run(0).ci_low, run(0).ci_high) != (run(1).ci_low, run(1).ci_high)
+
+
+def test_negative_or_infinite_samples_are_rejected() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        compare_samples("m", [-1.0] * 5, [1.0] * 5, direction=LOWER, min_effect=0.05)
+    with pytest.raises(ValueError, match="infinite"):
+        compare_samples("m", [1.0] * 5, [1.0] * 4 + [math.inf], direction=LOWER, min_effect=0.05)
+
+
+def test_comparison_is_frozen_and_round_trips_json_with_nan() -> None:
+    result = compare_samples("TTFT", [1.0], [1.0, 2.0], direction=LOWER, min_effect=0.05)
+    with pytest.raises(ValidationError):
+        result.verdict = Verdict.REGRESSION  # type: ignore[misc]
+    again = Comparison.model_validate_json(result.model_dump_json())
+    assert again.verdict is Verdict.INCONCLUSIVE
+    assert math.isnan(again.ci_low)
+    assert again.model_dump(exclude={"ci_low", "ci_high"}) == result.model_dump(
+        exclude={"ci_low", "ci_high"}
+    )
+
+
+# --- the verdict rule itself (the truth table of the module docstring) ----------------
+
+
+@pytest.mark.parametrize(
+    ("ci", "p_value", "direction", "verdict"),
+    [
+        ((1.06, 1.20), 0.001, LOWER, Verdict.REGRESSION),
+        ((1.06, 1.20), 0.001, HIGHER, Verdict.IMPROVEMENT),
+        ((0.80, 0.94), 0.001, LOWER, Verdict.IMPROVEMENT),
+        ((0.80, 0.94), 0.001, HIGHER, Verdict.REGRESSION),
+        ((1.05, 1.20), 0.001, LOWER, Verdict.REGRESSION),  # touching the boundary counts
+        ((1.06, 1.20), 0.05, LOWER, Verdict.INCONCLUSIVE),  # CI and test disagree
+        ((0.97, 1.04), 0.50, LOWER, Verdict.UNCHANGED),
+        ((1.01, 1.04), 1e-9, LOWER, Verdict.UNCHANGED),  # significant but too small
+        ((1.01, 1.09), 0.001, LOWER, Verdict.INCONCLUSIVE),  # may be >= 5 % or not
+        ((0.98, 1.09), 0.50, LOWER, Verdict.INCONCLUSIVE),  # not significant, not ruled out
+        ((0.90, 1.02), 0.50, LOWER, Verdict.INCONCLUSIVE),  # may be an improvement
+        ((0.80, 1.30), 0.50, LOWER, Verdict.INCONCLUSIVE),
+        ((math.nan, math.nan), 0.50, LOWER, Verdict.INCONCLUSIVE),
+    ],
+)
+def test_verdict_rule_table(
+    ci: tuple[float, float], p_value: float, direction: Direction, verdict: Verdict
+) -> None:
+    got, _ = _decide(ci, p_value, alpha=0.01, min_effect=0.05, direction=direction)
+    assert got is verdict
+
+
+# --- compare_rate ----------------------------------------------------------------------
+
+
+def test_compare_rate_catches_one_token_in_a_thousand() -> None:
+    down = compare_rate("acceptance_rate", 0.700, 0.699, tolerance=0.0005)
+    up = compare_rate("acceptance_rate", 0.700, 0.701, tolerance=0.0005)
+    assert down.verdict is Verdict.REGRESSION
+    assert up.verdict is Verdict.IMPROVEMENT
+    assert down.p_value is None and down.statistic == "rate"
+    assert "0.001" in down.reason
+
+
+def test_compare_rate_change_of_exactly_the_tolerance_is_unchanged() -> None:
+    # 0.7 - 0.699 is 0.0010000000000000009 in floating point.
+    assert compare_rate("a", 0.7, 0.699, tolerance=0.001).verdict is Verdict.UNCHANGED
+    assert compare_rate("a", 0.7, 0.7, tolerance=0.0).verdict is Verdict.UNCHANGED
+
+
+def test_compare_rate_lower_is_better() -> None:
+    result = compare_rate("reject_rate", 0.30, 0.31, tolerance=0.005, direction=LOWER)
+    assert result.verdict is Verdict.REGRESSION
+
+
+# --- power and sample size -------------------------------------------------------------
+
+
+def test_cv_is_robust_to_one_outlier() -> None:
+    samples = lognormal(19, 2000, cv=0.08, centre=10.0)
+    assert cv(samples) == pytest.approx(0.08, rel=0.1)
+    assert cv([*samples[:20], 1000.0]) < 0.2
+    assert cv([5.0, 5.0, 5.0, 6.0]) > 0  # MAD is 0 here: falls back to std/mean
+
+
+def test_required_trials_known_value() -> None:
+    # (2.576 + 1.282)^2 * 2 * 0.05^2 / 0.1^2 / (3/pi) = 7.79
+    assert required_trials(0.05, 0.10) == 8
+    assert required_trials(0.05, -0.10) == 8
+    assert required_trials(0.0, 0.10) == 2
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.05, 0.12])
+def test_required_trials_and_min_detectable_effect_are_inverses(noise: float) -> None:
+    for n in range(2, 300):
+        assert required_trials(noise, min_detectable_effect(noise, n)) == n
+    for effect in np.linspace(0.01, 0.5, 50):
+        n = required_trials(noise, float(effect))
+        assert min_detectable_effect(noise, n) <= effect
+        if n > 2:
+            assert min_detectable_effect(noise, n - 1) > effect
+
+
+def test_simulated_power_at_required_trials_is_near_target() -> None:
+    # n = 32 is large enough for the normal approximation (at n < ~15 it is optimistic).
+    n = required_trials(0.05, 0.05, power=0.9)
+    power = simulated_power(0.05, 0.05, n, min_effect=0.0, trials=300, seed=1)
+    assert 0.75 <= power <= 0.98
+
+
+def test_simulated_power_sees_the_min_effect_and_rarely_false_alarms() -> None:
+    n = required_trials(0.05, 0.05)
+    # Requiring the whole CI to clear +5 % leaves a true +5 % shift mostly INCONCLUSIVE.
+    assert simulated_power(0.05, 0.05, n, min_effect=0.05, trials=200) < 0.2
+    assert simulated_power(0.05, 0.0, n, min_effect=0.0, trials=200) <= 0.03
+
+
+# --- properties ------------------------------------------------------------------------
+
+positive_samples = st.lists(
+    st.floats(min_value=0.1, max_value=1e4, allow_nan=False), min_size=5, max_size=25
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(samples=positive_samples, order=st.randoms(use_true_random=False))
+def test_no_regression_when_samples_are_a_permutation(samples: list[float], order) -> None:
+    shuffled = list(samples)
+    order.shuffle(shuffled)
+    for direction in Direction:
+        result = compare_samples("m", samples, shuffled, direction=direction, min_effect=0.0)
+        assert result.verdict is not Verdict.REGRESSION
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    baseline=positive_samples,
+    current=positive_samples,
+    statistic=st.sampled_from(["median", "mean"]),
+    seed=st.integers(0, 2**16),
+)
+def test_ratio_interval_contains_the_point_ratio(
+    baseline: list[float], current: list[float], statistic: str, seed: int
+) -> None:
+    result = compare_samples(
+        "m",
+        baseline,
+        current,
+        direction=LOWER,
+        min_effect=0.05,
+        statistic=statistic,  # type: ignore[arg-type]
+        n_resamples=500,
+        seed=seed,
+    )
+    tolerance = 1e-12 * result.ratio
+    assert result.ci_low - tolerance <= result.ratio <= result.ci_high + tolerance

@@ -150,12 +150,13 @@ class PerfSession:
                 f"{prov.hardware_id!r}; a baseline only compares on the hardware it was measured "
                 "on — record one here with --perf-update-baselines"
             )
-        if bp.profile_hash != prov.profile_hash and not self.options.update_baselines:
-            raise pytest.UsageError(
-                f"{path}: field `provenance.profile_hash` is {bp.profile_hash} but profile "
-                f"{self.profile.name!r} now hashes to {prov.profile_hash}: the profile changed "
-                "what is measured since the baseline was recorded, so comparing would mislead — "
-                "record a new baseline with --perf-update-baselines"
+        if bp.profile_hash != prov.profile_hash:
+            # Not refused wholesale: cases whose server config is unchanged stay
+            # comparable (their config hash matches); the others fail with a reason.
+            self.say(
+                f"specperf: {path}: recorded with profile hash {bp.profile_hash}, the profile "
+                f"now hashes to {prov.profile_hash}; cases whose configuration changed are "
+                "refused (record them with --perf-update-baselines)"
             )
         self.baseline = base
         self.baseline_note = (
@@ -171,7 +172,27 @@ class PerfSession:
         return self.provenance
 
     def baseline_case(self, case: Case) -> CaseResult | None:
-        return self.baseline.case(case) if self.baseline is not None else None
+        """The comparable baseline for a case: None when absent or recorded differently."""
+        if self.baseline is None or self.baseline_mismatch(case):
+            return None
+        return self.baseline.case(case)
+
+    def baseline_mismatch(self, case: Case) -> str | None:
+        """Why the stored baseline case may not be compared with this run's, if so."""
+        if self.baseline is None:
+            return None
+        stored = self.baseline.case(case)
+        if stored is None:
+            return None
+        want = self.profile.config_hash(self.profile.config(case.config_id))
+        if stored.config_hash == want:
+            return None
+        return (
+            f"case {case.id}: the baseline in {self.baseline_path} was recorded with server "
+            f"config hash {stored.config_hash}, this profile's {case.config_id!r} now hashes to "
+            f"{want} (its model, arguments, workload or sampling changed), so comparing would "
+            "mislead — record a new baseline with --perf-update-baselines"
+        )
 
     def no_baseline_reason(self, case: Case) -> str:
         if self.baseline is None:
@@ -310,7 +331,7 @@ class PerfSession:
                 msg = f"case {case.id}: {dead}"
             self.measure_errors[case] = msg
             raise RuntimeError(msg) from exc
-        result = case_result(case, cfg, trials, server.version)
+        result = case_result(case, cfg, trials, server.version, p.config_hash(cfg))
         self.results[case] = result
         acc = result.acceptance
         acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
@@ -355,6 +376,12 @@ class PerfSession:
                                                    self.no_baseline_reason(case))]
         else:
             raise ValueError(kind)
+        mismatch = self.baseline_mismatch(case)
+        if mismatch and kind in ("acceptance", "ttft_budget", "throughput_budget"):
+            checks = [c for c in checks if c.outcome != "skip"] + [GateCheck(
+                case=case, gate=kind, metric="baseline", higher_is_better=True,  # type: ignore[arg-type]
+                outcome="fail", message=mismatch,
+            )]
         self.checks.extend(checks)
         return checks
 

@@ -64,7 +64,11 @@ def sum_acceptance(parts: Sequence[Acceptance | None]) -> Acceptance | None:
 
 
 def case_result(
-    case: Case, config: ServerConfig, trials: Sequence[Trial], vllm_version: str | None
+    case: Case,
+    config: ServerConfig,
+    trials: Sequence[Trial],
+    vllm_version: str | None,
+    config_hash: str | None = None,
 ) -> CaseResult:
     samples = [s for t in trials for s in t.samples]
     ok = [s for s in samples if s.ok]
@@ -72,6 +76,7 @@ def case_result(
     spec = config.speculative_config or {}
     return CaseResult(
         case=case,
+        config_hash=config_hash,
         config_label=config.label or config.id,
         method=spec.get("method") if config.is_spec else None,
         draft_model=config.draft_model,

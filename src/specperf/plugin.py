@@ -20,6 +20,7 @@ from specperf.baseline import BaselineError, gpu_present, write_baseline
 from specperf.fixture import KINDS, PerfOptions, PerfSession, default_run_dir
 from specperf.profile import ProfileError
 from specperf.schemas import Case
+from specperf.server import stop_all as stop_all_servers
 
 _KEY = pytest.StashKey[PerfSession]()
 _ITEM_KIND = pytest.StashKey[str]()
@@ -97,6 +98,18 @@ def perf_session(config: pytest.Config) -> PerfSession:
     return config.stash[_KEY]
 
 
+def pytest_collection(session: pytest.Session) -> None:
+    """Validate the profile once, before collecting, when the perf suite is selected, so a
+    bad profile is one clear usage error instead of a collection error per module."""
+    perf_dir = Path(str(session.config.rootpath)) / "perf_tests"
+    args = [Path(a.split("::", 1)[0]).resolve() for a in session.config.args]
+    if any(a == perf_dir or perf_dir in a.parents for a in args):
+        try:
+            _ = perf_session(session.config).profile
+        except ProfileError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "perf_case" not in metafunc.fixturenames:
         return
@@ -111,7 +124,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         cases = session.cases_for(kind)
     except ProfileError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        # Once for the session, not once per test module as a collection error.
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
 
 
@@ -189,6 +203,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ps = perf_session(session.config)
     ps.stop_all()
+    stop_all_servers()  # also any server interrupted while it was still starting
     if not ps.results and not ps.server_errors:
         return
     run = ps.run_result()

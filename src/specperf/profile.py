@@ -12,7 +12,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -257,13 +257,30 @@ class Profile(_Strict):
     def gates_for(self, config: ServerConfig) -> Gates:
         return self.gates.merged(config.gates)
 
+    # Gates, labels, descriptions and timeouts change what is asserted or shown, not
+    # what is measured, so they are left out of the hashes: tightening a floor keeps
+    # the baseline comparable; changing a model, an argument or the workload does not.
+    _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "startup_timeout_s", "source", "server_configs",
+                   "concurrencies"}
+
     def hash(self) -> str:
-        """Stable hash of everything that changes what is measured (not descriptions)."""
-        data = self.model_dump(mode="json", exclude={"description"})
-        for c in data["server_configs"]:
-            c.pop("label", None)
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """Stable hash of everything that changes what is measured, for the whole matrix."""
+        data = self._measured()
+        data["server_configs"] = [self._config_measured(c) for c in self.server_configs]
+        data["concurrencies"] = self.concurrencies
+        return _digest(data)
+
+    def config_hash(self, config: ServerConfig) -> str:
+        """Hash of what one server config's cases measure: a baseline case recorded under
+        another hash is not comparable, while other configs' cases stay usable."""
+        return _digest({**self._measured(), "server_config": self._config_measured(config)})
+
+    def _measured(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude=self._UNMEASURED)
+
+    @staticmethod
+    def _config_measured(config: ServerConfig) -> dict[str, Any]:
+        return config.model_dump(mode="json", exclude={"label", "gates"})
 
     def dataset_path(self, override: str | None = None) -> Path | None:
         if not isinstance(self.workload, ShareGPTWorkload):
@@ -275,6 +292,11 @@ class Profile(_Strict):
         if not p.is_absolute() and self.source is not None and override is None:
             p = self.source.parent / p
         return p
+
+
+def _digest(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 # --- loading --------------------------------------------------------------------

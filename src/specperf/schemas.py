@@ -135,6 +135,7 @@ class Trial(_Model):
 
 class CaseResult(_Model):
     case: Case
+    config_hash: str | None = Field(None, description="Profile.config_hash of its server config")
     config_label: str
     method: str | None = Field(None, description="speculative method, None for no-spec")
     draft_model: str | None = None

@@ -1,0 +1,127 @@
+"""Profiles: the shipped ones validate; bad ones name the file, the field and the fix."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from specperf.profile import ProfileError, load_profile
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = sorted((REPO / "perf_tests" / "profiles").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+def test_shipped_profiles_validate(path: Path) -> None:
+    p = load_profile(path)
+    assert p.name == path.stem
+    assert p.sampling.temperature == 0.0
+
+
+def test_ci_profile_uses_cpu_tinys_models() -> None:
+    """The CI profile must exercise exactly the models cpu-tiny ships with."""
+    tiny = load_profile(REPO / "perf_tests" / "profiles" / "cpu-tiny.toml")
+    ci = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    assert ci.tiny == tiny.tiny
+    assert ci.target == tiny.target
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    base = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+    path = tmp_path / "p.toml"
+    path.write_text(base + "\n" + text)
+    return path
+
+
+def test_unknown_key_names_file_field_and_allowed_keys(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    text = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+    path.write_text(text.replace("[load]\n", "[load]\nrequets = 3\n"))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert str(path) in msg
+    assert "field `load.requets`" in msg
+    assert "allowed here:" in msg and "requests" in msg
+
+
+def test_bad_value_in_server_config_names_its_id(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    text = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+    path.write_text(text.replace("min_rate = 0.05", "min_rate = 5"))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert "server_configs[1] (id 'draft-k2').gates.acceptance.min_rate" in msg
+    assert "less than or equal to 1" in msg
+
+
+def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text("name = \n")
+    with pytest.raises(ProfileError, match=r"p\.toml: not valid TOML"):
+        load_profile(path)
+
+
+def test_unknown_profile_name_lists_known_ones() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile("no-such-profile", REPO)
+    assert "cpu-tiny" in str(err.value)
+
+
+def test_undefined_tiny_model_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, "")
+    text = path.read_text().replace('model = "tiny:draft"', 'model = "tiny:drfat"')
+    path.write_text(text)
+    with pytest.raises(ProfileError, match="drfat"):
+        load_profile(path)
+
+
+def test_duplicate_ids_and_two_nospec_configs_are_errors(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[[server_configs]]\nid = "nospec"\n')
+    with pytest.raises(ProfileError, match="unique"):
+        load_profile(path)
+    path = _write(tmp_path, '[[server_configs]]\nid = "nospec2"\n')
+    with pytest.raises(ProfileError, match="at most one server config"):
+        load_profile(path)
+
+
+def test_gates_merge_per_config_and_do_not_change_hashes(tmp_path: Path) -> None:
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    draft = p.config("draft-k2")
+    g = p.gates_for(draft)
+    assert g.acceptance is not None and g.acceptance.min_rate == 0.05
+    assert g.tpot_gain is not None and g.tpot_gain.min_ratio == p.gates.tpot_gain.min_ratio  # type: ignore[union-attr]
+    stricter = tmp_path / "p.toml"
+    stricter.write_text((REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+                        .replace("min_rate = 0.05", "min_rate = 0.5"))
+    q = load_profile(stricter)
+    assert q.hash() == p.hash()
+    assert q.config_hash(q.config("draft-k2")) == p.config_hash(draft)
+
+
+def test_measured_changes_change_only_that_configs_hash(tmp_path: Path) -> None:
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    changed = tmp_path / "p.toml"
+    changed.write_text((REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+                       .replace("num_speculative_tokens = 2", "num_speculative_tokens = 4"))
+    q = load_profile(changed)
+    assert q.hash() != p.hash()
+    assert q.config_hash(q.config("draft-k2")) != p.config_hash(p.config("draft-k2"))
+    assert q.config_hash(q.config("nospec")) == p.config_hash(p.config("nospec"))
+
+
+def test_a100_profile_encodes_the_published_matrix() -> None:
+    p = load_profile(REPO / "perf_tests" / "profiles" / "a100-qwen3-32b.toml")
+    assert p.concurrencies == [1, 2, 4, 8, 16, 32, 64]
+    spec = [c for c in p.server_configs if c.is_spec]
+    assert len(p.server_configs) == 11 and len(spec) == 10
+    assert {c.draft_model for c in spec} == {"Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B"}
+    assert sorted({c.num_speculative_tokens for c in spec}) == [1, 2, 3, 4, 5]
+    for c in spec:
+        if c.draft_model == "Qwen/Qwen3-1.7B":
+            assert "--gpu-memory-utilization" in c.serve_args
+    raw = tomllib.loads((REPO / "perf_tests" / "profiles" / "a100-qwen3-32b.toml").read_text())
+    assert raw["workload"]["num_prompts"] == 1000

@@ -72,3 +72,14 @@ def test_bad_profile_is_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 4
     assert str(bad) in proc.stderr + proc.stdout
     assert "server_configs" in proc.stderr + proc.stdout
+
+
+def test_shards_split_configs_never_cases() -> None:
+    full = case_ids(collect("--perf-profile", "a100-qwen3-32b"))
+    shards = [case_ids(collect("--perf-profile", "a100-qwen3-32b", "--perf-shard", f"{i}/3"))
+              for i in (1, 2, 3)]
+    assert set().union(*shards) == full
+    configs = [{c.rsplit("-c", 1)[0] for c in s} for s in shards]
+    assert not (configs[0] & configs[1]) and not (configs[1] & configs[2])
+    assert not (configs[0] & configs[2])
+    assert "nospec" in configs[0]

@@ -102,6 +102,9 @@ class CaseAdvice(_Model):
         None, description="c = d / t of the draft model's fit over all its k at this concurrency"
     )
     overhead_ratio: float | None = Field(None, description="o / t of that fit")
+    costs_fit: bool | None = Field(
+        None, description="False when a spec step measured cheaper than a no-spec step"
+    )
     predicted_gain: float | None = None
     prediction_basis: Literal["other-k", "self"] | None = Field(
         None,
@@ -432,12 +435,17 @@ def _sentence(a: CaseAdvice) -> str:
         f"k={a.k} accepts {a.tokens_per_step - 1:.2f} draft tokens/step "
         f"({a.tokens_per_step:.2f} tokens/step with the bonus token)"
     ]
-    if a.cost_ratio is not None:
+    if a.costs_fit is False:
+        parts.append(
+            "costs do not fit (a speculative step measured cheaper than a no-spec step: noisy "
+            "or non-comparable TPOTs)"
+        )
+    elif a.cost_ratio is not None:
         cost = f"drafting costs {a.cost_ratio:.2f}× a target step per draft token"
         if a.overhead_ratio:
             cost += f" plus {a.overhead_ratio:.2f}× per step"
         parts.append(cost)
-    if a.iid_acceptance is not None:
+    if a.iid_acceptance is not None and a.costs_fit:
         if a.break_even_acceptance is None:
             parts.append(f"acceptance {a.iid_acceptance:.2f}, but no acceptance breaks even at this k")
         else:
@@ -512,7 +520,7 @@ def _case_advice(
     a.point_fit_physical = point.physical
     if not point.physical and point.reason:
         a.notes.append(point.reason)
-    a.cost_ratio, a.overhead_ratio = full.c, full.o
+    a.cost_ratio, a.overhead_ratio, a.costs_fit = full.c, full.o, full.physical
 
     others = [q for q in fam if q.k != p.k]
     if others:
@@ -531,6 +539,15 @@ def _case_advice(
     if a.predicted_gain is not None:
         a.prediction_error = a.predicted_gain / p.gain - 1.0
 
+    if not full.physical:
+        # A step measured cheaper than a plain target step: the clamped costs are no basis
+        # for what-ifs (they would say "drafting is free").
+        a.notes.append(
+            "costs do not fit: a speculative step measured cheaper than one no-spec step "
+            "(noisy or non-comparable TPOTs); break-even and best k' are not computed"
+        )
+        a.sentence = _sentence(a)
+        return a
     a.break_even_acceptance = cm.break_even_acceptance(p.k, full.c, full.o)
     if len(p.positions) == p.k:
         best = cm.best_k_from_positions(p.positions, full.c, full.o)

@@ -32,6 +32,7 @@ from specperf.schemas import (
     Provenance,
     RunResult,
     ServerRecord,
+    Trial,
     utcnow,
 )
 from specperf.scrape import counter_delta, fetch_counters
@@ -66,6 +67,11 @@ class PerfSession:
     server_errors: dict[str, ServerError] = field(default_factory=dict)
     server_records: dict[str, ServerRecord] = field(default_factory=dict)
     results: dict[Case, CaseResult] = field(default_factory=dict)
+    #: Concurrencies selected per server config (set after collection).
+    wanted: dict[str, set[int]] = field(default_factory=dict)
+    #: No-spec trials interleaved with a spec case's own, for its paired TPOT gain.
+    paired: dict[Case, CaseResult] = field(default_factory=dict)
+    paired_errors: dict[Case, str] = field(default_factory=dict)
     measure_errors: dict[Case, str] = field(default_factory=dict)
     checks: list[GateCheck] = field(default_factory=list)
     baseline: Baseline | None = None
@@ -117,7 +123,9 @@ class PerfSession:
         TPOT gain the no-spec config too."""
         needed = [case.config_id]
         nospec = self.profile.nospec
-        if kind == "tpot_gain" and nospec is not None:
+        cfg = self.profile.config(case.config_id)
+        wanted = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
+        if nospec is not None and self.paired_concurrencies(cfg, wanted):
             needed.append(nospec.id)
         return needed
 
@@ -300,48 +308,98 @@ class PerfSession:
             self._prompts = load_prompts(self.profile, self.options.dataset)
         return self._prompts
 
+    def _trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool) -> Trial:
+        p = self.profile
+        started = utcnow()
+        before = fetch_counters(server.base_url)
+        load = run_load(
+            server.base_url, server.argv[server.argv.index("--model") + 1],
+            self.prompts(), p.sampling, concurrency, p.load.requests_at(concurrency),
+            warmup_requests=p.load.warmup_requests if warmup else 0,
+            request_timeout_s=p.load.request_timeout_s,
+        )
+        after = fetch_counters(server.base_url)
+        return make_trial(index, started, load, counter_delta(before, after))
+
+    def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
+        g = self.profile.gates_for(cfg).tpot_gain
+        if not cfg.is_spec or g is None or self.profile.nospec is None:
+            return []
+        return [c for c in concurrencies if c <= g.max_concurrency]
+
     def measure(self, case: Case) -> CaseResult:
+        """Measure every wanted case of this case's server config, trials interleaved.
+
+        Trial order, to spread drift: round-robin over the config's concurrencies, one
+        trial each per round (c1 c4 c1 c4 …), so slow drift inside one server's
+        lifetime lands on every case alike. A spec config with a TPOT-gain gate also
+        runs a trial on the (still running) no-spec server just before each of its own
+        trials at that concurrency: the paired comparison sees the same drift on both
+        sides, and the pairs are the samples of the gain.
+        """
         if case in self.results:
             return self.results[case]
         if case in self.measure_errors:
             raise RuntimeError(self.measure_errors[case])
         cfg = self.profile.config(case.config_id)
         server = self.server_for(case.config_id)
-        p = self.profile
-        n = p.load.requests_at(case.concurrency)
-        trials = []
+        concs = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
+        paired = self.paired_concurrencies(cfg, concs)
+        nospec_server: VllmServer | None = None
+        nospec_id = self.profile.nospec.id if self.profile.nospec else None
+        if paired and nospec_id is not None:
+            try:
+                nospec_server = self.server_for(nospec_id)
+            except ServerError as exc:
+                for c in paired:
+                    self.paired_errors[Case(config_id=cfg.id, concurrency=c)] = str(exc)
+                paired = []
+        trials: dict[int, list[Trial]] = {c: [] for c in concs}
+        ptrials: dict[int, list[Trial]] = {c: [] for c in paired}
+        current = case
         try:
             for r in range(self.repeats):
-                started = utcnow()
-                before = fetch_counters(server.base_url)
-                load = run_load(
-                    server.base_url, server.argv[server.argv.index("--model") + 1],
-                    self.prompts(), p.sampling, case.concurrency, n,
-                    warmup_requests=p.load.warmup_requests if r == 0 else 0,
-                    request_timeout_s=p.load.request_timeout_s,
-                )
-                after = fetch_counters(server.base_url)
-                trials.append(make_trial(r, started, load, counter_delta(before, after)))
-        except Exception as exc:  # noqa: BLE001 - reported as the case's failure
+                for c in concs:
+                    current = Case(config_id=cfg.id, concurrency=c)
+                    if c in ptrials and nospec_server is not None:
+                        try:
+                            ptrials[c].append(self._trial(nospec_server, c, r, warmup=r == 0))
+                        except Exception as exc:  # noqa: BLE001 - fails only the pairing
+                            self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
+                            ptrials.pop(c)
+                    trials[c].append(self._trial(server, c, r, warmup=r == 0))
+        except Exception as exc:  # noqa: BLE001 - reported as the cases' failure
             try:
                 server.check_alive()
-                msg = f"case {case.id}: measuring failed: {type(exc).__name__}: {exc}"
+                msg = f"case {current.id}: measuring failed: {type(exc).__name__}: {exc}"
             except ServerError as dead:
-                self._record_server_error(case.config_id, dead)
-                msg = f"case {case.id}: {dead}"
-            self.measure_errors[case] = msg
+                self._record_server_error(cfg.id, dead)
+                msg = f"case {current.id}: {dead}"
+            for c in concs:
+                self.measure_errors[Case(config_id=cfg.id, concurrency=c)] = msg
             raise RuntimeError(msg) from exc
-        result = case_result(case, cfg, trials, server.version, p.config_hash(cfg))
-        self.results[case] = result
+        p = self.profile
+        for c in concs:
+            cc = Case(config_id=cfg.id, concurrency=c)
+            result = case_result(cc, cfg, trials[c], server.version, p.config_hash(cfg))
+            self.results[cc] = result
+            self._report(result)
+            if c in ptrials and nospec_id is not None and nospec_server is not None:
+                ncase = Case(config_id=nospec_id, concurrency=c)
+                ncfg = p.config(nospec_id)
+                self.paired[cc] = case_result(ncase, ncfg, ptrials[c], nospec_server.version,
+                                              p.config_hash(ncfg))
+        return self.results[case]
+
+    def _report(self, result: CaseResult) -> None:
         acc = result.acceptance
         acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
         self.say(
-            f"specperf: {case.id}: {result.n_requests} requests, median TTFT "
+            f"specperf: {result.case.id}: {result.n_requests} requests, median TTFT "
             f"{result.ttft_ms.median or float('nan'):.1f} ms, TPOT "
             f"{result.tpot_ms.median or float('nan'):.2f} ms, "
             f"{result.output_throughput:.1f} tok/s{acc_txt}"
         )
-        return result
 
     # -- gates ------------------------------------------------------------------
 
@@ -358,13 +416,12 @@ class PerfSession:
             checks = gate.check_acceptance(result, gates.acceptance, base)
         elif kind == "tpot_gain":
             assert gates.tpot_gain is not None and p.nospec is not None
-            nospec_case = Case(config_id=p.nospec.id, concurrency=case.concurrency)
-            try:
-                nospec = self.measure(nospec_case)
-            except (ServerError, RuntimeError) as exc:
+            nospec = self.paired.get(case)
+            if nospec is None:
+                why = self.paired_errors.get(case, "it was not measured")
                 raise RuntimeError(
-                    f"case {case.id}: the paired no-spec measurement failed: {exc}"
-                ) from exc
+                    f"case {case.id}: the paired no-spec measurement failed: {why}"
+                )
             checks = [gate.check_tpot_gain(result, nospec, gates.tpot_gain)]
         elif kind == "ttft_budget":
             assert gates.budgets is not None
@@ -417,6 +474,7 @@ class PerfSession:
             cases=cases,
             checks=self.checks,
             servers=list(self.server_records.values()),
+            paired_nospec={k.id: v for k, v in self.paired.items()},
             baseline_path=str(self.baseline_path) if self.baseline_path else None,
             baseline_note=self.baseline_note,
         )

@@ -46,6 +46,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="with --perf-update-baselines: accept a run that has failures")
     g.addoption("--perf-repeats", type=int, default=None, help="trials per case (profile: repeats)")
     g.addoption("--perf-dataset", default=None, help="ShareGPT JSON path (overrides the profile)")
+    g.addoption("--perf-shard", default=None, metavar="I/N",
+                help="run shard I of N (1-based): server configs are split round-robin, never "
+                     "a config's cases; the no-spec config's own tests run in shard 1, and every "
+                     "shard measures it as the paired reference for TPOT gain")
     g.addoption("--perf-models-cache", default=None,
                 help="where generated tiny models are cached (default .specperf/models)")
 
@@ -161,13 +165,44 @@ def pytest_collection_modifyitems(
         return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
 
     perf_items.sort(key=key)  # stable: non-perf items keep their order, first
+    shard = config.getoption("--perf-shard")
+    if shard:
+        mine = shard_configs(ps, shard)
+        keep = [(i, kc) for i, kc in perf_items if kc is None or kc[1].config_id in mine]
+        dropped = [i for i, kc in perf_items if kc is not None and kc[1].config_id not in mine]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        perf_items = keep
     items[:] = [i for i, _ in perf_items]
+
+
+def shard_configs(ps: PerfSession, shard: str) -> set[str]:
+    """The server configs of shard "I/N": round-robin over the spec configs in profile
+    order; the no-spec config belongs to shard 1."""
+    try:
+        i_txt, n_txt = shard.split("/")
+        i, n = int(i_txt), int(n_txt)
+        if not 1 <= i <= n:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(
+            f"--perf-shard {shard!r}: expected I/N with 1 ≤ I ≤ N, e.g. --perf-shard 2/4"
+        ) from None
+    spec = [c.id for c in ps.profile.server_configs if c.is_spec]
+    mine = {cid for k, cid in enumerate(spec) if k % n == i - 1}
+    if i == 1 and ps.profile.nospec is not None:
+        mine.add(ps.profile.nospec.id)
+    return mine
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     ps = perf_session(session.config)
     last_use: dict[str, int] = {}
     any_perf = False
+    for item in session.items:
+        kc = _item_case(item)
+        if kc is not None:
+            ps.wanted.setdefault(kc[1].config_id, set()).add(kc[1].concurrency)
     for n, item in enumerate(session.items):
         kc = _item_case(item)
         if kc is None:

@@ -227,6 +227,10 @@ class RunResult(_Model):
     cases: list[CaseResult] = Field(default_factory=list)
     checks: list[GateCheck] = Field(default_factory=list)
     servers: list[ServerRecord] = Field(default_factory=list)
+    paired_nospec: dict[str, CaseResult] = Field(
+        default_factory=dict,
+        description="per spec case id: the no-spec trials interleaved with it (TPOT gain)",
+    )
     baseline_path: str | None = None
     baseline_note: str | None = None
 

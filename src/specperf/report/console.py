@@ -1,18 +1,125 @@
-"""The rich console view of a run: one row per case and metric."""
+"""The rich console views: a run (measurements + gate checks) and a comparison.
+
+Everything returns a string, so the same text goes to a terminal, a pytest summary, a CI
+log or a file. Rules that keep it readable everywhere:
+
+* every dynamic string goes into a :class:`rich.text.Text`, never through rich markup,
+  so names like ``acceptance_rate[pos 1]`` print as they are;
+* ``color=None`` means "colour only on a terminal": never when stdout is not a TTY, and
+  never when ``NO_COLOR`` is set (https://no-color.org; it wins even over ``color=True``);
+  ``FORCE_COLOR`` turns it on for a CI log that renders ANSI;
+* the width is explicit (default: the terminal's, else ``COLUMNS``, else 100) and rich
+  wraps cells to fit, so no line is wider than asked, down to 80 columns.
+"""
 
 from __future__ import annotations
 
 import io
+import math
 import os
+import shutil
+import sys
+from collections.abc import Iterable
+from typing import TextIO
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from specperf.schemas import CaseResult, GateCheck, RunResult
+from specperf.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
+from specperf.schemas import Baseline, CaseResult, GateCheck, Provenance, RunResult
+from specperf.stats import Comparison, Direction, Verdict
+
+__all__ = [
+    "checks_table",
+    "cases_table",
+    "default_width",
+    "fmt_value",
+    "render_baseline",
+    "render_comparison",
+    "render_run",
+    "render_summary",
+    "want_color",
+]
 
 OUTCOME_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 OUTCOME_WORD = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
+VERDICT_STYLE = {
+    Verdict.REGRESSION: "bold red",
+    Verdict.IMPROVEMENT: "bold green",
+    Verdict.INCONCLUSIVE: "yellow",
+    Verdict.UNCHANGED: "dim",
+}
+VERDICT_WORD = {v: v.value.upper() for v in Verdict}
+ARROW = {Direction.LOWER_IS_BETTER: "↓", Direction.HIGHER_IS_BETTER: "↑"}
+FALLBACK_WIDTH = 100
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def want_color(color: bool | None = None, stream: TextIO | None = None) -> bool:
+    """Whether to emit ANSI colour: NO_COLOR always wins, then ``color``, then FORCE_COLOR,
+    then "is ``stream`` (stdout) a terminal"."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if color is not None:
+        return color
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    stream = stream if stream is not None else sys.stdout
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
+def default_width(stream: TextIO | None = None) -> int:
+    """The terminal's width on a TTY, else COLUMNS, else 100 (a CI log has no width)."""
+    stream = stream if stream is not None else sys.stdout
+    isatty = getattr(stream, "isatty", None)
+    if isatty and isatty():
+        return max(40, shutil.get_terminal_size((FALLBACK_WIDTH, 24)).columns)
+    try:
+        return max(40, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return FALLBACK_WIDTH
+
+
+def _text(buf: io.StringIO) -> str:
+    """The rendered text without rich's trailing padding (noise in CI logs and diffs)."""
+    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+
+
+def _console(buf: io.StringIO, width: int | None, color: bool | None) -> Console:
+    on = want_color(color)
+    return Console(
+        file=buf,
+        width=width or default_width(),
+        force_terminal=on,
+        no_color=not on,
+        color_system="standard" if on else None,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=False,
+        legacy_windows=False,
+        _environ={},  # COLUMNS/NO_COLOR/FORCE_COLOR are decided above, not again by rich
+    )
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def fmt_value(v: float | None, unit: str = "") -> str:
+    """A figure for a table: 4 significant digits, rates with 4 decimals, '—' if missing."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if unit in ("", "rate"):
+        return f"{v:.4f}"
+    a = abs(v)
+    digits = 0 if a >= 1000 else 1 if a >= 100 else 2 if a >= 10 else 3
+    return f"{v:.{digits}f}"
 
 
 def _fmt(v: float | None, unit: str) -> str:
@@ -25,6 +132,35 @@ def _fmt(v: float | None, unit: str) -> str:
     return f"{v:.1f}"
 
 
+def _signed(ratio: float, digits: int = 1) -> str:
+    if not math.isfinite(ratio):
+        return "+inf" if ratio > 0 else "?"
+    return f"{(ratio - 1.0) * 100:+.{digits}f}"
+
+
+def delta_text(m: Comparison) -> tuple[str, str]:
+    """(change, interval) as shown in every renderer, e.g. ('+30.0 %', '[+25.1, +35.0]')."""
+    if m.statistic == "rate":
+        diff = m.current - m.baseline
+        return f"{diff:+.4f}", f"tol ±{m.min_effect:g}"
+    if not math.isfinite(m.ratio):
+        return "—", "(undefined)"
+    change = f"{_signed(m.ratio)} %"
+    if math.isnan(m.ci_low) or math.isnan(m.ci_high):
+        if m.p_value is None and m.n_baseline:
+            return change, f"budget ±{m.min_effect * 100:g} %"
+        return change, "(no CI)"
+    return change, f"[{_signed(m.ci_low)}, {_signed(m.ci_high)}]"
+
+
+def spread_text(spread: float | None) -> str:
+    return "" if spread is None else f"±{spread * 100:.0f}%" if spread >= 0.1 else \
+        f"±{spread * 100:.1f}%"
+
+
+# --------------------------------------------------------------------------- run view
+
+
 def _delta(c: GateCheck) -> Text:
     d = c.delta
     if d is None:
@@ -34,7 +170,8 @@ def _delta(c: GateCheck) -> Text:
 
 
 def checks_table(run: RunResult) -> Table:
-    t = Table(title="specperf gate checks", show_lines=False, header_style="bold")
+    t = Table(title="specperf gate checks", show_lines=False, header_style="bold",
+              box=box.SIMPLE_HEAD)
     t.add_column("case", no_wrap=True)
     t.add_column("metric")
     t.add_column("baseline", justify="right")
@@ -50,20 +187,24 @@ def checks_table(run: RunResult) -> Table:
         limit = c.threshold
         limit_txt = (f"≥ {limit:.2f}×" if c.gate == "tpot_gain" and limit is not None
                      else _fmt(limit, unit))
-        t.add_row(c.case.id, metric, _fmt(c.baseline, unit), _fmt(c.current, unit), _delta(c),
-                  limit_txt, Text(OUTCOME_WORD[c.outcome], style=OUTCOME_STYLE[c.outcome]))
+        t.add_row(Text(c.case.id), Text(metric), Text(_fmt(c.baseline, unit)),
+                  Text(_fmt(c.current, unit)), _delta(c), Text(limit_txt),
+                  Text(OUTCOME_WORD[c.outcome], style=OUTCOME_STYLE[c.outcome]))
     return t
 
 
-def cases_table(run: RunResult) -> Table:
-    t = Table(title="specperf measurements", header_style="bold")
+def cases_table(run: RunResult | Baseline | Iterable[CaseResult],
+                title: str = "specperf measurements") -> Table:
+    cases = run.cases if isinstance(run, RunResult | Baseline) else list(run)
+    t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD)
     for col in ("case", "TTFT p50 ms", "TPOT p50 ms", "E2E p50 ms", "out tok/s", "accept",
                 "accept per position", "err"):
         t.add_column(col, justify="left" if col == "case" else "right", no_wrap=col == "case")
-    for r in run.cases:
-        t.add_row(r.case.id, _fmt(r.ttft_ms.median, "ms"), _fmt(r.tpot_ms.median, "ms"),
-                  _fmt(r.e2e_ms.median, "ms"), f"{r.output_throughput:.1f}", *_acc(r),
-                  str(r.n_errors))
+    for r in cases:
+        t.add_row(Text(r.case.id), Text(_fmt(r.ttft_ms.median, "ms")),
+                  Text(_fmt(r.tpot_ms.median, "ms")), Text(_fmt(r.e2e_ms.median, "ms")),
+                  Text(f"{r.output_throughput:.1f}"), *map(Text, _acc(r)),
+                  Text(str(r.n_errors), style="red" if r.n_errors else ""))
     return t
 
 
@@ -74,12 +215,20 @@ def _acc(r: CaseResult) -> tuple[str, str]:
     return f"{a.rate:.3f}", " ".join(f"{x:.2f}" for x in a.per_position_rate)
 
 
+def provenance_line(p: Provenance) -> str:
+    parts = [f"{p.profile_name} ({p.profile_hash[:8]})", p.hardware,
+             f"vLLM {p.vllm_version or '?'}", f"{p.date:%Y-%m-%d}"]
+    if p.git_commit:
+        parts.append(f"commit {p.git_commit[:10]}")
+    line = " · ".join(parts)
+    return line + (f" · PROVISIONAL: {p.provisional}" if p.provisional else "")
+
+
 def render_run(run: RunResult, width: int | None = None, color: bool | None = None) -> str:
-    if color is None:
-        color = "NO_COLOR" not in os.environ and (os.environ.get("FORCE_COLOR") is not None)
+    """Measurements, gate checks (failures first), server errors and a one-line summary."""
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 120, force_terminal=color, no_color=not color,
-                      highlight=False)
+    console = _console(buf, width, color)
+    console.print(Text(provenance_line(run.provenance), style="dim"))
     console.print(cases_table(run))
     if run.checks:
         console.print(checks_table(run))
@@ -87,11 +236,179 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
         if s.error:
             console.print(Text(f"server {s.config_id}: {s.error} (log {s.log_path})", style="red"))
     if run.baseline_note:
-        console.print(run.baseline_note)
+        console.print(Text(run.baseline_note))
     n_fail = len(run.failed)
     n_skip = sum(c.outcome == "skip" for c in run.checks)
     console.print(
         Text(f"{len(run.cases)} cases, {len(run.checks)} checks: {n_fail} failed, "
              f"{n_skip} skipped", style="bold red" if n_fail else "bold green")
     )
-    return buf.getvalue()
+    return _text(buf)
+
+
+def render_baseline(baseline: Baseline, width: int | None = None,
+                    color: bool | None = None) -> str:
+    buf = io.StringIO()
+    console = _console(buf, width, color)
+    console.print(Text(f"specperf baseline — {len(baseline.cases)} cases", style="bold"))
+    console.print(Text(provenance_line(baseline.provenance), style="dim"))
+    console.print(cases_table(baseline, title="baseline measurements"))
+    return _text(buf)
+
+
+def render_summary(result: RunResult | Baseline, width: int | None = None,
+                   color: bool | None = None) -> str:
+    """`specperf show`: a run or a baseline, whichever it is."""
+    if isinstance(result, Baseline):
+        return render_baseline(result, width, color)
+    return render_run(result, width, color)
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _metric_cell(m: Comparison, d: MetricDetail | None) -> Text:
+    t = Text(f"{ARROW[m.direction]} ")
+    t.append(m.metric)
+    unit = d.unit if d is not None else ""
+    if unit:
+        t.append(f" {unit}", style="dim")
+    return t
+
+
+def _value_cell(v: float, unit: str, spread: float | None) -> Text:
+    t = Text(fmt_value(v, unit))
+    s = spread_text(spread)
+    if s:
+        t.append(f"\n{s}", style="dim")
+    return t
+
+
+def _delta_cell(m: Comparison) -> Text:
+    change, interval = delta_text(m)
+    style = VERDICT_STYLE[m.verdict] if m.verdict in (Verdict.REGRESSION,
+                                                       Verdict.IMPROVEMENT) else ""
+    t = Text(change, style=style)
+    t.append("\n" + interval, style="dim")
+    return t
+
+
+def _rows(cc: CaseComparison, verbose: bool) -> list[tuple[Comparison, MetricDetail | None]]:
+    rows = [(m, cc.detail(m)) for m in cc.comparisons]
+    if not verbose:
+        rows = [r for r in rows if r[0].verdict is not Verdict.UNCHANGED]
+    return rows
+
+
+def _config_header(cc: CaseComparison) -> Text:
+    t = Text(cc.case.config_id, style="bold")
+    if cc.config_label and cc.config_label != cc.case.config_id:
+        t.append(f" — {cc.config_label}")
+    if cc.method:
+        spec = f"{cc.method}"
+        if cc.draft_model:
+            spec += f", draft {cc.draft_model}"
+        if cc.num_speculative_tokens is not None:
+            spec += f", k={cc.num_speculative_tokens}"
+        t.append(f" ({spec})", style="dim")
+    return t
+
+
+def _group_tables(cmp: RunComparison, verbose: bool
+                  ) -> list[tuple[Text, Table | None, list[RenderableType]]]:
+    groups: dict[str, list[CaseComparison]] = {}
+    for cc in cmp.cases:
+        groups.setdefault(cc.case.config_id, []).append(cc)
+
+    def worst(ccs: list[CaseComparison]) -> int:
+        return min((VERDICT_ORDER[v] for cc in ccs if (v := cc.worst) is not None), default=9)
+
+    out = []
+    for ccs in sorted(groups.values(), key=worst):
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False,
+                      show_edge=False, padding=(0, 1))
+        table.add_column("case", no_wrap=True)
+        table.add_column("metric", overflow="fold", min_width=12)
+        table.add_column("baseline", justify="right")
+        table.add_column("current", justify="right")
+        table.add_column(f"Δ ({ccs[0].comparisons[0].confidence * 100:g} % CI)"
+                         if ccs[0].comparisons else "Δ", justify="right")
+        table.add_column("verdict")
+        footer: list[RenderableType] = []
+        reasons: list[RenderableType] = []
+        hidden = 0
+        rows = []
+        for cc in sorted(ccs, key=lambda c: c.case.concurrency):
+            visible = _rows(cc, verbose)
+            hidden += len(cc.comparisons) - len(visible)
+            rows.extend((cc, m, d) for m, d in visible)
+            for note in cc.notes:
+                footer.append(Padding(Text(f"note c{cc.case.concurrency}: {note}", style="dim"),
+                                      (0, 0, 0, 2)))
+        rows.sort(key=lambda r: (VERDICT_ORDER[r[1].verdict], r[0].case.concurrency))
+        for cc, m, d in rows:
+            table.add_row(
+                Text(f"c{cc.case.concurrency}"),
+                _metric_cell(m, d),
+                _value_cell(m.baseline, d.unit if d else "", d.baseline_spread if d else None),
+                _value_cell(m.current, d.unit if d else "", d.current_spread if d else None),
+                _delta_cell(m),
+                Text(VERDICT_WORD[m.verdict], style=VERDICT_STYLE[m.verdict]),
+            )
+            if m.verdict is Verdict.REGRESSION or (verbose and m.verdict is not
+                                                   Verdict.UNCHANGED):
+                mark = "✗" if m.verdict is Verdict.REGRESSION else "·"
+                reasons.append(Padding(
+                    Text(f"{mark} c{cc.case.concurrency} {m.reason}",
+                         style="red" if m.verdict is Verdict.REGRESSION else ""),
+                    (0, 0, 0, 2)))
+        footer[:0] = reasons
+        if hidden:
+            footer.append(Padding(Text(f"+ {hidden} unchanged metric{'s' if hidden != 1 else ''}"
+                                       " (-v lists them)", style="dim"), (0, 0, 0, 2)))
+        header = Text("")
+        header.append_text(_config_header(ccs[0]))
+        out.append((header, table if rows else None, footer))
+    return out
+
+
+def render_comparison(cmp: RunComparison, width: int | None = None,
+                      color: bool | None = None, verbose: bool = False) -> str:
+    """The diff, grouped by server config, regressions first and explained; unchanged
+    metrics are counted, not listed, unless ``verbose``; one summary line at the end."""
+    buf = io.StringIO()
+    console = _console(buf, width, color)
+    title = Text("specperf compare", style="bold")
+    console.print(title)
+    if cmp.run_label:
+        console.print(Text(f"  run:      {cmp.run_label}"))
+    if cmp.baseline_label:
+        console.print(Text(f"  baseline: {cmp.baseline_label}"))
+    console.print(Text(f"  run:      {provenance_line(cmp.run_provenance)}", style="dim"))
+    console.print(Text(f"  baseline: {provenance_line(cmp.baseline_provenance)}", style="dim"))
+    for r in cmp.refusals:
+        console.print(Text(f"REFUSED: {r}", style="bold red"))
+    for n in cmp.notes:
+        console.print(Text(f"note: {n}", style="yellow"))
+    if cmp.cases:
+        console.print(Text("↓ lower is better · ↑ higher is better · Δ = current vs baseline",
+                           style="dim"))
+    for header, table, footer in _group_tables(cmp, verbose):
+        console.print()
+        console.rule(header, align="left", style="dim")
+        if table is not None:
+            console.print(table)
+        if footer:
+            console.print(Group(*footer))
+    console.print()
+    n = cmp.counts()
+    if cmp.refused:
+        style = "bold red"
+    elif n[Verdict.REGRESSION]:
+        style = "bold red"
+    elif n[Verdict.INCONCLUSIVE]:
+        style = "bold yellow"
+    else:
+        style = "bold green"
+    console.print(Text(cmp.summary_line(), style=style))
+    return _text(buf)

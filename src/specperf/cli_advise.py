@@ -1,0 +1,377 @@
+"""``specperf advise RUN.json``: explain a run with the speculative-decoding cost model.
+
+Registered on the real ``specperf`` CLI through :func:`add_advise_command`; :func:`main`
+exists so the command can be exercised on its own in tests. The reports reuse
+:func:`advice_console` (a rich renderable) and :func:`advice_markdown` (a GFM section).
+
+Examples::
+
+    specperf advise .specperf/runs/<run>/run.json
+    specperf advise run.json --baseline baselines/cpu-tiny/<hardware-id>.json
+    specperf advise run.json --json
+
+Exit codes: 0 advice printed (overhead findings included: this command explains, the
+gates decide), 2 bad input (unreadable, truncated or invalid JSON: one line naming the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from specperf.advice import (
+    DEFAULT_ACCEPTANCE_TOLERANCE,
+    DEFAULT_TOLERANCE,
+    CaseAdvice,
+    RunAdvice,
+    advise,
+)
+from specperf.baseline import BaselineError, read_model
+from specperf.schemas import Baseline, RunResult
+
+__all__ = ["add_advise_command", "advice_console", "advice_markdown", "main", "run_advise"]
+
+PROG = "specperf advise"
+EXIT_USAGE = 2
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _f(v: float | None, fmt: str = ".2f", none: str = "—") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return none
+    return format(v, fmt)
+
+
+def _gain(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def _predicted(a: CaseAdvice) -> str:
+    if a.predicted_gain is None:
+        return "—"
+    if a.prediction_basis == "other-k":
+        return f"{a.predicted_gain:.2f}× (k={','.join(map(str, a.prediction_from_k))})"
+    return f"{a.predicted_gain:.2f}× (self)"
+
+
+def _error(a: CaseAdvice) -> str:
+    if a.prediction_error is None or a.prediction_basis != "other-k":
+        return "—"
+    return f"{a.prediction_error * 100:+.0f} %"
+
+
+def _cost(a: CaseAdvice) -> str:
+    if a.cost_ratio is None or a.costs_fit is False:
+        return "no fit" if a.costs_fit is False else "—"
+    s = f"{a.cost_ratio:.3f}"
+    if a.overhead_ratio:
+        s += f" +{a.overhead_ratio:.2f}"
+    return s
+
+
+def _best_k(a: CaseAdvice) -> str:
+    if a.best_k is None:
+        return "—"
+    if a.best_k == 0:
+        return "0 (don't)"
+    if a.best_k < a.k and a.best_k_speedup is not None:
+        return f"{a.best_k} (+{a.best_k_speedup * 100:.0f} %)"
+    return str(a.best_k)
+
+
+def _break_even(a: CaseAdvice) -> str:
+    if a.costs_fit is not True:
+        return "—"
+    return "never" if a.break_even_acceptance is None else f"{a.break_even_acceptance:.2f}"
+
+
+def _crossover(advice: RunAdvice, config_id: str) -> str:
+    cfg = advice.config(config_id)
+    if cfg is None or len(cfg.gains) < 2:
+        return "—"
+    if cfg.crossover_concurrency is None:
+        return "none in range"
+    verb = "stops" if cfg.crossover_direction == "stops" else "starts"
+    return f"≈{cfg.crossover_concurrency:.1f} ({verb})"
+
+
+_COLUMNS = (
+    ("case", "left"),
+    ("k", "right"),
+    ("tok/step", "right"),
+    ("accept a", "right"),
+    ("break-even a", "right"),
+    ("measured gain", "right"),
+    ("predicted gain", "right"),
+    ("error", "right"),
+    ("fitted c (+o)", "right"),
+    ("best k'", "right"),
+    ("crossover conc", "right"),
+)
+
+_LEGEND = (
+    "tok/step = 1 + Σ p_i from the per-position counters; accept a = the i.i.d. acceptance "
+    "giving that yield; gain = no-spec median TPOT / spec median TPOT at the same concurrency; "
+    "predicted gain uses costs fitted on the OTHER k of the same draft (self = only one k, "
+    "equals measured by construction); c = draft cost per token / target step, +o = per-step "
+    "overhead / target step; best k' ≤ k from the counters (+x % = predicted speedup over k)."
+)
+
+
+def _rows(advice: RunAdvice) -> list[list[str]]:
+    rows = []
+    seen: set[str] = set()
+    for a in advice.cases:
+        first = a.config_id not in seen
+        seen.add(a.config_id)
+        rows.append([
+            a.case_id,
+            str(a.k),
+            _f(a.tokens_per_step),
+            _f(a.iid_acceptance),
+            _break_even(a),
+            _gain(a.measured_gain),
+            _predicted(a),
+            _error(a),
+            _cost(a),
+            _best_k(a),
+            _crossover(advice, a.config_id) if first else "",
+        ])
+    return rows
+
+
+def _fit_rows(advice: RunAdvice) -> list[list[str]]:
+    rows = []
+    for f in advice.fits:
+        name = f.draft_model or f.method or "?"
+        if f.draft_model and f.method and f.method != "draft_model":
+            name = f"{f.method}: {f.draft_model}"
+        res = " ".join(f"k={k}:{v * 100:+.0f}%" for k, v in sorted(f.residuals.items()))
+        rows.append([
+            name,
+            str(f.concurrency),
+            ",".join(map(str, f.ks)),
+            f"{f.target_ms:.1f}",
+            f"{f.draft_ms:.2f}",
+            f"{f.overhead_ms:.2f}" if f.separable else "(folded)",
+            f"{f.cost_ratio:.3f}",
+            res if f.physical else "no fit (a spec step cheaper than a no-spec step)",
+        ])
+    return rows
+
+
+_FIT_COLUMNS = (
+    "draft", "conc", "k", "t ms", "d ms/token", "o ms/step", "c = d/t", "fit residual"
+)
+
+
+# --------------------------------------------------------------------------- console
+
+
+def advice_console(advice: RunAdvice) -> RenderableType:
+    """The advice as one rich renderable (tables and sentences), for the console report."""
+    parts: list[RenderableType] = []
+    if advice.cases:
+        t = Table(title="speculative-decoding advice", caption=_LEGEND, header_style="bold")
+        for name, justify in _COLUMNS:
+            t.add_column(name, justify=justify, no_wrap=name == "case")  # type: ignore[arg-type]
+        for a, row in zip(advice.cases, _rows(advice), strict=True):
+            style = None
+            if a.measured_gain is not None and a.measured_gain < 1.0:
+                style = "red"
+            t.add_row(*row, style=style)
+        parts.append(t)
+    fits = _fit_rows(advice)
+    if fits:
+        ft = Table(title="cost model per draft and concurrency", header_style="bold")
+        for name in _FIT_COLUMNS:
+            ft.add_column(name, justify="left" if name == "draft" else "right")
+        for row in fits:
+            ft.add_row(*row)
+        parts.append(ft)
+    lines = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
+    if lines:
+        parts.append(Text("\n".join(f"• {s}" for s in lines)))
+    if advice.baseline is not None:
+        if advice.findings:
+            parts.append(Text("overhead regressions", style="bold red"))
+            parts.append(Text("\n".join(f"• {f.message}" for f in advice.findings), style="red"))
+        else:
+            parts.append(Text(
+                f"no overhead regression against {advice.baseline} (acceptance-unchanged cases "
+                "gain as the baseline's costs predict)",
+                style="green",
+            ))
+    if advice.notes:
+        parts.append(Text("\n".join(f"note: {n}" for n in advice.notes), style="yellow"))
+    if not parts:
+        parts.append(Text("no speculative-decoding cases to advise on"))
+    return Group(*parts)
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    out = ["| " + " | ".join(_md_cell(h) for h in header) + " |"]
+    out.append("| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |")
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def advice_markdown(advice: RunAdvice, heading: str = "##") -> str:
+    """The advice as a GitHub-flavoured markdown section (starts with ``{heading} Advice``)."""
+    lines = [f"{heading} Speculative-decoding advice", ""]
+    if advice.cases:
+        header = [n for n, _ in _COLUMNS]
+        lines += _md_table(header, _rows(advice), set(range(1, len(header))))
+        lines += ["", f"<sub>{_md_cell(_LEGEND)}</sub>", ""]
+    fits = _fit_rows(advice)
+    if fits:
+        lines += [f"{heading}# Cost model per draft and concurrency", ""]
+        lines += _md_table(_FIT_COLUMNS, fits, set(range(1, len(_FIT_COLUMNS))))
+        lines.append("")
+    sentences = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
+    if sentences:
+        lines += [f"- {s}" for s in sentences] + [""]
+    if advice.baseline is not None:
+        if advice.findings:
+            lines += [f"{heading}# Overhead regressions", ""]
+            lines += [f"- :red_circle: {f.message}" for f in advice.findings] + [""]
+        else:
+            lines += [f"No overhead regression against {advice.baseline}.", ""]
+    if advice.notes:
+        lines += [f"> note: {n}" for n in advice.notes] + [""]
+    if not advice.cases:
+        lines += ["No speculative-decoding cases to advise on.", ""]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command
+
+
+class _Kind(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    kind: str | None = None
+
+
+def _read_run(path: Path) -> RunResult:
+    result = read_model(path, RunResult, "run")
+    assert isinstance(result, RunResult)
+    return result
+
+
+def _read_baseline(path: Path) -> RunResult | Baseline:
+    kind = read_model(path, _Kind, "baseline or run")
+    assert isinstance(kind, _Kind)
+    if kind.kind == "specperf-baseline":
+        result = read_model(path, Baseline, "baseline")
+        assert isinstance(result, Baseline)
+        return result
+    return _read_run(path)
+
+
+def add_advise_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Register ``advise`` on an ``argparse`` subparsers action; returns its parser."""
+    p = subparsers.add_parser(
+        "advise",
+        help="explain a run: measured vs predicted gain, costs, break-even, best k, crossover",
+        description=(
+            "Fit the speculative-decoding cost model to a run file and print, per spec server "
+            "config and concurrency: measured gain (no-spec TPOT / spec TPOT), gain predicted "
+            "from the other k of the same draft, fitted cost ratio, break-even acceptance, "
+            "best k' <= k and the crossover concurrency. With --baseline, also report overhead "
+            "regressions (acceptance unchanged, gain below prediction) and what moved."
+        ),
+    )
+    p.add_argument("run", metavar="RUN.json", type=Path, help="a run file (run.json)")
+    p.add_argument(
+        "--baseline", metavar="FILE", type=Path, default=None,
+        help="a baseline or an earlier run file to look for overhead regressions against",
+    )
+    p.add_argument(
+        "--tolerance", metavar="T", type=float, default=DEFAULT_TOLERANCE,
+        help=f"relative gain shortfall that counts (default {DEFAULT_TOLERANCE})",
+    )
+    p.add_argument(
+        "--acceptance-tolerance", metavar="A", type=float, default=DEFAULT_ACCEPTANCE_TOLERANCE,
+        help="absolute per-position change still counted as 'acceptance unchanged' "
+        f"(default {DEFAULT_ACCEPTANCE_TOLERANCE})",
+    )
+    p.add_argument("--json", action="store_true", help="print the RunAdvice as JSON")
+    p.set_defaults(func=run_advise)
+    return p
+
+
+def _usage_error(msg: str) -> int:
+    first = msg.strip().splitlines()[0] if msg.strip() else "error"
+    print(f"{PROG}: error: {first}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_advise(args: argparse.Namespace) -> int:
+    """Run ``specperf advise`` for parsed ``args``; returns the exit code (2 on bad input)."""
+    tol = float(args.tolerance)
+    acc_tol = float(args.acceptance_tolerance)
+    if not (math.isfinite(tol) and 0.0 <= tol < 1.0):
+        return _usage_error(f"--tolerance: must be in [0, 1), got {args.tolerance!r}")
+    if not (math.isfinite(acc_tol) and 0.0 <= acc_tol <= 1.0):
+        return _usage_error(
+            f"--acceptance-tolerance: must be in [0, 1], got {args.acceptance_tolerance!r}"
+        )
+    try:
+        run = _read_run(args.run)
+        base = _read_baseline(args.baseline) if args.baseline is not None else None
+    except BaselineError as exc:
+        return _usage_error(str(exc))
+    advice = advise(
+        run, base, tolerance=tol, acceptance_tolerance=acc_tol,
+        baseline_name=str(args.baseline) if args.baseline is not None else None,
+    )
+    if args.json:
+        sys.stdout.write(advice.model_dump_json(indent=2) + "\n")
+        return 0
+    console = Console(file=sys.stdout, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(file=sys.stdout, highlight=False, width=140)
+    head = f"advice for {args.run}"
+    if advice.profile_name:
+        head += f" (profile {advice.profile_name}, {advice.hardware}, vLLM {advice.vllm_version})"
+    console.print(head)
+    console.print(advice_console(advice))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry for tests: ``specperf advise ...`` without the full CLI."""
+    parser = argparse.ArgumentParser(prog="specperf")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_advise_command(subparsers)
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else EXIT_USAGE
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

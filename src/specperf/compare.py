@@ -1,0 +1,597 @@
+"""Compare a run against a baseline: per case present in both, per metric, with specperf.stats.
+
+``compare_runs(run, baseline)`` returns a :class:`RunComparison`; every renderer (console,
+markdown, HTML) views that object, and ``RunComparison.exit_code`` is what
+``specperf compare`` exits with: 0 no regression, 1 regression, 2 refused (bad input).
+
+Either side may be a :class:`~specperf.schemas.RunResult` or a
+:class:`~specperf.schemas.Baseline` (a baseline is a run that was kept).
+
+What is compared, and on which samples
+--------------------------------------
+=====================  ===========  =========  ==============  ==============================
+metric (name)          direction    statistic  default effect  samples
+=====================  ===========  =========  ==============  ==============================
+TTFT                   lower        median     10 % relative   trial medians, else requests
+TPOT                   lower        median     5 % relative    trial medians, else requests
+E2E                    lower        median     5 % relative    trial medians, else requests
+output throughput      higher       mean       3 % relative    trial throughputs, else budget
+acceptance_rate        higher       rate       0.0005 absol.   spec-decode counters
+acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode counters
+=====================  ===========  =========  ==============  ==============================
+
+* **Both sides have at least ``min_trials`` (5) trials**: one value per trial -- the trial's
+  median TTFT / TPOT / E2E over its requests, and the trial's output throughput -- go to
+  :func:`specperf.stats.compare_samples` (Mann-Whitney + bootstrap CI of the ratio). The
+  trial is the honest unit of replication: run-to-run drift (server warm-up, allocator
+  state, noisy neighbours, clocks) dominates serving-latency noise, and requests inside
+  one run all share it.
+* **Fewer trials, latency**: the per-request values pooled over the trials are compared
+  instead. That is the only thing one or two runs offer, but requests in a run share the
+  run's conditions (and, at concurrency > 1, each other's batches), so the interval
+  reflects request-to-request noise only and *understates run-to-run drift*; every such
+  Comparison's reason says so, and the RunComparison carries a note.
+* **Fewer trials, throughput**: there is one value per trial, so nothing to resample.
+  Throughput is then judged like the pytest throughput budget gate -- by the relative
+  change of the mean against ``throughput_fallback_tolerance`` (default 15 %, the
+  BudgetGate default; single runs on a CPU runner vary by 5-12 %): beyond it in the bad
+  direction is a REGRESSION (good direction: IMPROVEMENT), inside the metric's own
+  minimum effect (3 %) is UNCHANGED, and in between is INCONCLUSIVE ("add trials"). The
+  Comparison then has no interval (``ci_low``/``ci_high`` are NaN) and no p-value.
+* **Acceptance** at temperature 0 is near-deterministic and comes from counters, not
+  samples: :func:`specperf.stats.compare_rate` with an absolute tolerance, overall and per
+  draft position (0-based, like the gate checks).
+
+Comparability (refusals)
+------------------------
+A different ``provenance.hardware_id`` or ``provenance.profile_hash`` makes every number
+incomparable, so the comparison is *refused* (no verdicts, exit 2) with a message that
+says how to record a new baseline. A case whose speculative method or k changed is
+refused the same way. ``force=True`` turns refusals into notes and compares anyway.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from specperf.schemas import (
+    Baseline,
+    Case,
+    CaseResult,
+    Provenance,
+    RequestSample,
+    RunResult,
+    Trial,
+)
+from specperf.stats import Comparison, Direction, Verdict, compare_rate, compare_samples, cv
+
+__all__ = [
+    "CaseComparison",
+    "CompareRules",
+    "MetricDetail",
+    "MetricRule",
+    "RunComparison",
+    "VERDICT_ORDER",
+    "as_run",
+    "compare_cases",
+    "compare_runs",
+    "load_result",
+]
+
+#: How renderers order verdicts: the ones that need a human first.
+VERDICT_ORDER = {
+    Verdict.REGRESSION: 0,
+    Verdict.IMPROVEMENT: 1,
+    Verdict.INCONCLUSIVE: 2,
+    Verdict.UNCHANGED: 3,
+}
+
+RECORD_HINT = (
+    "record a new baseline on this machine with `nox -s perf -- --perf-profile {profile} "
+    "--perf-update-baselines` (it writes baselines/{profile}/{hardware_id}.json), or compare "
+    "against a baseline recorded with the same profile on the same hardware"
+)
+
+MetricKey = Literal["ttft", "tpot", "e2e", "output_throughput", "acceptance_rate"]
+SampleKind = Literal["trials", "requests", "trial_means", "counters"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+
+class MetricRule(_Model):
+    """How one metric is compared. ``min_effect`` is relative, except for rates (absolute)."""
+
+    name: str = Field(description="the metric name in Comparisons and reports")
+    unit: str = ""
+    direction: Direction
+    statistic: Literal["median", "mean", "rate"]
+    min_effect: float = Field(ge=0.0)
+    enabled: bool = True
+
+
+def _default_metrics() -> dict[str, MetricRule]:
+    lower, higher = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
+    return {
+        "ttft": MetricRule(name="TTFT", unit="ms", direction=lower, statistic="median",
+                           min_effect=0.10),
+        "tpot": MetricRule(name="TPOT", unit="ms", direction=lower, statistic="median",
+                           min_effect=0.05),
+        "e2e": MetricRule(name="E2E", unit="ms", direction=lower, statistic="median",
+                          min_effect=0.05),
+        "output_throughput": MetricRule(name="output throughput", unit="tok/s",
+                                        direction=higher, statistic="mean", min_effect=0.03),
+        "acceptance_rate": MetricRule(name="acceptance_rate", unit="", direction=higher,
+                                      statistic="rate", min_effect=0.0005),
+    }
+
+
+class CompareRules(_Model):
+    """The comparison's knobs; a profile can override any of them (unknown keys are errors)."""
+
+    metrics: dict[MetricKey, MetricRule] = Field(default_factory=_default_metrics)
+    per_position: bool = Field(True, description="also compare acceptance per draft position")
+    alpha: float = Field(0.01, gt=0.0, lt=1.0, description="Mann-Whitney significance level")
+    confidence: float = Field(0.95, gt=0.0, lt=1.0, description="bootstrap CI level")
+    n_resamples: int = Field(2000, ge=100)
+    seed: int = 0
+    min_trials: int = Field(
+        5, ge=2, description="trials per side needed to compare per-trial values"
+    )
+    throughput_fallback_tolerance: float = Field(
+        0.15, ge=0.0, description="relative budget for throughput when trials < min_trials"
+    )
+
+    def rule(self, key: MetricKey) -> MetricRule:
+        rule = self.metrics.get(key)
+        return rule if rule is not None else _default_metrics()[key]
+
+
+class MetricDetail(_Model):
+    """What a Comparison alone does not say: unit, sample kind and spread."""
+
+    key: MetricKey
+    unit: str
+    samples: SampleKind = Field(description="what one sample was")
+    baseline_spread: float | None = Field(
+        None, description="robust CV (1.4826 MAD / median) of the baseline samples"
+    )
+    current_spread: float | None = None
+    note: str | None = None
+
+
+class CaseComparison(_Model):
+    case: Case
+    config_label: str
+    method: str | None = None
+    draft_model: str | None = None
+    num_speculative_tokens: int | None = None
+    baseline_trials: int = 0
+    current_trials: int = 0
+    comparisons: list[Comparison] = Field(default_factory=list)
+    details: dict[str, MetricDetail] = Field(
+        default_factory=dict, description="by Comparison.metric"
+    )
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def worst(self) -> Verdict | None:
+        if not self.comparisons:
+            return None
+        return min((c.verdict for c in self.comparisons), key=VERDICT_ORDER.__getitem__)
+
+    def detail(self, comparison: Comparison) -> MetricDetail | None:
+        return self.details.get(comparison.metric)
+
+
+class RunComparison(_Model):
+    kind: Literal["specperf-comparison"] = "specperf-comparison"
+    run_label: str | None = Field(None, description="where the run came from, e.g. its path")
+    baseline_label: str | None = None
+    run_provenance: Provenance
+    baseline_provenance: Provenance
+    rules: CompareRules = Field(default_factory=CompareRules)
+    cases: list[CaseComparison] = Field(default_factory=list)
+    refusals: list[str] = Field(default_factory=list, description="why it cannot be compared")
+    notes: list[str] = Field(default_factory=list)
+    only_in_run: list[Case] = Field(default_factory=list)
+    only_in_baseline: list[Case] = Field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.refusals)
+
+    def all(self) -> list[tuple[CaseComparison, Comparison]]:
+        return [(c, m) for c in self.cases for m in c.comparisons]
+
+    def counts(self) -> dict[Verdict, int]:
+        n = Counter(m.verdict for _, m in self.all())
+        return {v: n.get(v, 0) for v in VERDICT_ORDER}
+
+    @property
+    def regressions(self) -> list[tuple[CaseComparison, Comparison]]:
+        return [(c, m) for c, m in self.all() if m.verdict is Verdict.REGRESSION]
+
+    @property
+    def exit_code(self) -> int:
+        if self.refusals:
+            return 2
+        return 1 if self.regressions else 0
+
+    def summary_line(self) -> str:
+        """'3 cases: 1 regression, 0 improvements, 2 inconclusive, 14 unchanged'."""
+        if self.refusals:
+            return (f"comparison refused ({len(self.refusals)} problem"
+                    f"{'s' if len(self.refusals) != 1 else ''}): nothing was compared")
+        n = self.counts()
+        reg = n[Verdict.REGRESSION]
+        imp = n[Verdict.IMPROVEMENT]
+        return (
+            f"{len(self.cases)} case{'s' if len(self.cases) != 1 else ''}: "
+            f"{reg} regression{'s' if reg != 1 else ''}, "
+            f"{imp} improvement{'s' if imp != 1 else ''}, "
+            f"{n[Verdict.INCONCLUSIVE]} inconclusive, {n[Verdict.UNCHANGED]} unchanged"
+        )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class _AnyResult(RootModel[Annotated[RunResult | Baseline, Field(discriminator="kind")]]):
+    pass
+
+
+def load_result(path: Path | str) -> RunResult | Baseline:
+    """Read a run or a baseline file, told apart by its ``kind`` field.
+
+    Raises :class:`specperf.baseline.BaselineError` naming the file (and the line or the
+    field) for an unreadable, truncated or invalid file.
+    """
+    from specperf.baseline import read_model
+
+    result = read_model(Path(path), _AnyResult, "specperf run or baseline")
+    assert isinstance(result, _AnyResult)
+    return result.root
+
+
+def as_run(result: RunResult | Baseline, source: Path | str | None = None) -> RunResult:
+    """A baseline viewed as a run (for renderers that take a RunResult)."""
+    if isinstance(result, RunResult):
+        return result
+    where = Path(source).parent if source is not None else Path(".")
+    return RunResult(
+        provenance=result.provenance,
+        run_dir=str(where),
+        started_at=result.provenance.date,
+        cases=result.cases,
+        baseline_note=f"a baseline shown as a run{f' ({source})' if source else ''}",
+    )
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def _latency_ms(s: RequestSample, key: str) -> float | None:
+    if not s.ok:
+        return None
+    if key == "ttft":
+        v = s.ttft_s
+    elif key == "e2e":
+        v = s.e2e_s
+    else:
+        v = s.tpot_s
+    return None if v is None else v * 1000.0
+
+
+def _trial_values(trial: Trial, key: str) -> list[float]:
+    return [v for s in trial.samples if (v := _latency_ms(s, key)) is not None]
+
+
+def per_trial(case: CaseResult, key: str) -> list[float]:
+    """One value per trial: the trial's median latency (NaN for a trial with none), or its
+    output throughput."""
+    if key == "output_throughput":
+        return [t.output_throughput for t in case.trials]
+    out = []
+    for t in case.trials:
+        v = _trial_values(t, key)
+        out.append(float(np.median(v)) if v else math.nan)
+    return out
+
+
+def per_request(case: CaseResult, key: str) -> list[float]:
+    return [v for t in case.trials for v in _trial_values(t, key)]
+
+
+def _spread(values: list[float]) -> float | None:
+    finite = [v for v in values if not math.isnan(v)]
+    if len(finite) < 2:
+        return None
+    try:
+        return cv(finite)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
+                       rules: CompareRules) -> Comparison:
+    """Throughput with too few trials for a test: the budget rule of the module docstring."""
+    b = float(np.mean([t.output_throughput for t in base.trials])) if base.trials else \
+        base.output_throughput
+    c = float(np.mean([t.output_throughput for t in cur.trials])) if cur.trials else \
+        cur.output_throughput
+    tol = rules.throughput_fallback_tolerance
+    m = rule.min_effect
+    nb, nc = len(base.trials), len(cur.trials)
+    how = (f"{nb} baseline and {nc} current trial{'s' if nc != 1 else ''}, fewer than "
+           f"{rules.min_trials} per side, so there is no interval: judged against the "
+           f"±{tol * 100:g} % single-run budget")
+    if not (math.isfinite(b) and math.isfinite(c)) or b <= 0:
+        ratio = math.nan
+        verdict = Verdict.INCONCLUSIVE
+        reason = f"{rule.name} baseline mean is {b:.4g} {rule.unit}, so a relative change is undefined"
+    else:
+        ratio = c / b
+        delta = ratio - 1.0
+        moved = (f"{'rose' if delta > 0 else 'fell'} {abs(delta) * 100:.1f} %" if delta
+                 else "did not move")
+        moved += f" ({b:.4g} → {c:.4g} {rule.unit})".replace(" )", ")")
+        if abs(delta) > tol:
+            worse = (delta > 0) == (rule.direction is Direction.LOWER_IS_BETTER)
+            verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+            tail = "beyond it"
+        elif abs(delta) <= m:
+            verdict = Verdict.UNCHANGED
+            tail = f"inside the ±{m * 100:g} % minimum effect"
+        else:
+            verdict = Verdict.INCONCLUSIVE
+            tail = (f"inside the budget but beyond the ±{m * 100:g} % minimum effect, so it may "
+                    f"be noise; record ≥ {rules.min_trials} trials (--perf-repeats) to tell")
+        reason = f"{rule.name} mean {moved}; {how}, {tail}"
+    return Comparison(
+        metric=rule.name,
+        direction=rule.direction,
+        statistic="mean",
+        baseline=b,
+        current=c,
+        ratio=ratio,
+        ci_low=math.nan,
+        ci_high=math.nan,
+        confidence=rules.confidence,
+        p_value=None,
+        alpha=rules.alpha,
+        min_effect=tol,
+        n_baseline=nb,
+        n_current=nc,
+        verdict=verdict,
+        reason=reason + ".",
+    )
+
+
+def compare_cases(base: CaseResult, cur: CaseResult,
+                  rules: CompareRules | None = None) -> CaseComparison:
+    """Every enabled metric of one case, baseline against current."""
+    rules = rules or CompareRules()
+    out = CaseComparison(
+        case=cur.case,
+        config_label=cur.config_label,
+        method=cur.method,
+        draft_model=cur.draft_model,
+        num_speculative_tokens=cur.num_speculative_tokens,
+        baseline_trials=len(base.trials),
+        current_trials=len(cur.trials),
+    )
+    by_trial = min(len(base.trials), len(cur.trials)) >= rules.min_trials
+
+    def add(comparison: Comparison, detail: MetricDetail) -> None:
+        out.comparisons.append(comparison)
+        out.details[comparison.metric] = detail
+
+    for key in ("ttft", "tpot", "e2e"):
+        rule = rules.rule(key)  # type: ignore[arg-type]
+        if not rule.enabled:
+            continue
+        if by_trial:
+            b, c = per_trial(base, key), per_trial(cur, key)
+            kind: SampleKind = "trials"
+        else:
+            b, c = per_request(base, key), per_request(cur, key)
+            kind = "requests"
+        comparison = compare_samples(
+            rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
+            alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
+            confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+        )
+        note = None
+        if kind == "requests":
+            note = (f"per-request samples (fewer than {rules.min_trials} trials per side): the "
+                    "interval understates run-to-run drift")
+            comparison = comparison.model_copy(update={
+                "reason": comparison.reason.rstrip(".") + f"; samples are requests, not trials "
+                f"(fewer than {rules.min_trials} trials per side), so the interval understates "
+                "run-to-run drift."
+            })
+        add(comparison, MetricDetail(key=key, unit=rule.unit, samples=kind,  # type: ignore[arg-type]
+                                     baseline_spread=_spread(b), current_spread=_spread(c),
+                                     note=note))
+
+    rule = rules.rule("output_throughput")
+    if rule.enabled:
+        if by_trial:
+            b, c = per_trial(base, "output_throughput"), per_trial(cur, "output_throughput")
+            comparison = compare_samples(
+                rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
+                alpha=rules.alpha, statistic="median" if rule.statistic == "median" else "mean",
+                confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+            )
+            add(comparison, MetricDetail(key="output_throughput", unit=rule.unit,
+                                         samples="trials", baseline_spread=_spread(b),
+                                         current_spread=_spread(c)))
+        else:
+            b = [t.output_throughput for t in base.trials]
+            c = [t.output_throughput for t in cur.trials]
+            add(_throughput_budget(base, cur, rule, rules),
+                MetricDetail(key="output_throughput", unit=rule.unit, samples="trial_means",
+                             baseline_spread=_spread(b), current_spread=_spread(c),
+                             note=f"budget rule (±{rules.throughput_fallback_tolerance * 100:g}"
+                                  " %), no interval: too few trials"))
+
+    rule = rules.rule("acceptance_rate")
+    if rule.enabled:
+        _compare_acceptance(base, cur, rule, rules, out, add)
+    return out
+
+
+def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
+                        rules: CompareRules, out: CaseComparison, add) -> None:  # type: ignore[no-untyped-def]
+    ba, ca = base.acceptance, cur.acceptance
+    if ba is None and ca is None:
+        return
+    if ba is None or ca is None:
+        which = "current run" if ba is None else "baseline"
+        out.notes.append(f"acceptance was measured only in the {which}; not compared")
+        return
+    if ba.rate is None or ca.rate is None:
+        which = "baseline" if ba.rate is None else "current run"
+        out.notes.append(f"no draft tokens were proposed in the {which}; acceptance not compared")
+        return
+
+    def detail(note: str | None = None) -> MetricDetail:
+        return MetricDetail(key="acceptance_rate", unit=rule.unit, samples="counters", note=note)
+
+    add(compare_rate(rule.name, ba.rate, ca.rate, tolerance=rule.min_effect,
+                     direction=rule.direction),
+        detail(f"{ba.accepted_tokens:g}/{ba.draft_tokens:g} → "
+               f"{ca.accepted_tokens:g}/{ca.draft_tokens:g} draft tokens accepted"))
+    if not rules.per_position:
+        return
+    bp, cp = ba.per_position_rate, ca.per_position_rate
+    for i, (b, c) in enumerate(zip(bp, cp, strict=False)):
+        add(compare_rate(f"{rule.name}[pos {i}]", b, c, tolerance=rule.min_effect,
+                         direction=rule.direction), detail())
+    if len(bp) != len(cp):
+        out.notes.append(f"the baseline has acceptance counters for {len(bp)} draft positions, "
+                         f"the run for {len(cp)}; compared the first {min(len(bp), len(cp))}")
+
+
+def _provenance_refusals(run: Provenance, base: Provenance) -> list[str]:
+    hint = RECORD_HINT.format(profile=run.profile_name, hardware_id=run.hardware_id)
+    out = []
+    if run.hardware_id != base.hardware_id:
+        out.append(
+            f"hardware differs: the baseline was measured on {base.hardware} (hardware_id "
+            f"{base.hardware_id!r}), the run on {run.hardware} ({run.hardware_id!r}); latency "
+            f"and throughput only compare on the same hardware — {hint}"
+        )
+    if run.profile_hash != base.profile_hash:
+        names = (f"profile {run.profile_name!r}" if run.profile_name == base.profile_name
+                 else f"profiles {base.profile_name!r} (baseline) and {run.profile_name!r} (run)")
+        out.append(
+            f"the profile differs: {names} hash to {base.profile_hash} (baseline) and "
+            f"{run.profile_hash} (run), so the two measured different things (matrix, workload, "
+            f"sampling or server arguments) — {hint}"
+        )
+    return out
+
+
+def _provenance_notes(run: Provenance, base: Provenance) -> list[str]:
+    notes = []
+    if run.vllm_version != base.vllm_version:
+        notes.append(f"vLLM {base.vllm_version or '?'} (baseline) → {run.vllm_version or '?'} (run)")
+    if run.torch_version != base.torch_version and run.torch_version and base.torch_version:
+        notes.append(f"torch {base.torch_version} (baseline) → {run.torch_version} (run)")
+    if run.driver_version != base.driver_version and run.driver_version and base.driver_version:
+        notes.append(f"driver {base.driver_version} (baseline) → {run.driver_version} (run)")
+    if base.provisional:
+        notes.append(f"the baseline is provisional: {base.provisional}")
+    if run.provisional:
+        notes.append(f"the run is provisional: {run.provisional}")
+    return notes
+
+
+def compare_runs(
+    run: RunResult | Baseline,
+    baseline: RunResult | Baseline,
+    rules: CompareRules | None = None,
+    *,
+    run_label: str | None = None,
+    baseline_label: str | None = None,
+    force: bool = False,
+) -> RunComparison:
+    """Compare every case present in both, after checking the provenance is comparable."""
+    rules = rules or CompareRules()
+    rp, bp = run.provenance, baseline.provenance
+    refusals = _provenance_refusals(rp, bp)
+    notes = _provenance_notes(rp, bp)
+    result = RunComparison(
+        run_label=run_label, baseline_label=baseline_label, run_provenance=rp,
+        baseline_provenance=bp, rules=rules, notes=notes,
+    )
+    base_cases = {c.case: c for c in baseline.cases}
+    run_cases = {c.case: c for c in run.cases}
+    result.only_in_run = [c for c in run_cases if c not in base_cases]
+    result.only_in_baseline = [c for c in base_cases if c not in run_cases]
+    if refusals and not force:
+        result.refusals = refusals
+        return result
+    if refusals:
+        result.notes[:0] = [f"compared despite: {r.split(' — ')[0]}" for r in refusals]
+
+    per_request = False
+    for case, cur in run_cases.items():
+        base = base_cases.get(case)
+        if base is None:
+            continue
+        changed = []
+        if base.method != cur.method:
+            changed.append(f"speculative method {base.method} → {cur.method}")
+        if base.num_speculative_tokens != cur.num_speculative_tokens:
+            changed.append(f"k {base.num_speculative_tokens} → {cur.num_speculative_tokens}")
+        if changed:
+            msg = (f"case {case.id}: the server config changed between the baseline and the run "
+                   f"({', '.join(changed)}), so its numbers do not compare — "
+                   + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
+            if not force:
+                result.refusals.append(msg)
+                continue
+            result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
+        cc = compare_cases(base, cur, rules)
+        if base.draft_model != cur.draft_model:
+            cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
+        per_request |= any(d.samples == "requests" for d in cc.details.values())
+        result.cases.append(cc)
+    if result.refusals:
+        result.cases = []
+        return result
+    if per_request:
+        result.notes.append(
+            f"some cases have fewer than {rules.min_trials} trials per side: their latencies "
+            "were compared per request, which understates run-to-run drift, and their "
+            f"throughput against the ±{rules.throughput_fallback_tolerance * 100:g} % budget; "
+            f"record ≥ {rules.min_trials} trials (--perf-repeats) for a real interval"
+        )
+    if result.only_in_run:
+        result.notes.append(f"{len(result.only_in_run)} case(s) only in the run, not compared: "
+                            + _case_list(result.only_in_run))
+    if result.only_in_baseline:
+        result.notes.append(f"{len(result.only_in_baseline)} case(s) only in the baseline, not "
+                            "compared: " + _case_list(result.only_in_baseline))
+    if not result.cases:
+        result.notes.append("no case is present in both the run and the baseline")
+    return result
+
+
+def _case_list(cases: list[Case], limit: int = 8) -> str:
+    ids = [c.id for c in cases[:limit]]
+    more = f" and {len(cases) - limit} more" if len(cases) > limit else ""
+    return ", ".join(ids) + more

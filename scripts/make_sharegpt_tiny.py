@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     text = render(build())
     if args.check:
         ok = args.out.exists() and args.out.read_text(encoding="utf-8") == text
-        print(f"{args.out}: " + ("up to date" if ok else "stale — run scripts/make_sharegpt_tiny.py"))
+        state = "up to date" if ok else "stale — run scripts/make_sharegpt_tiny.py"
+        print(f"{args.out}: {state}")
         return 0 if ok else 1
     from specperf.baseline import atomic_write_text
 

@@ -78,3 +78,17 @@ def test_kill_during_write_leaves_previous_baseline_intact(tmp_path: Path, build
     assert proc.returncode == -9
     assert path.read_bytes() == before
     assert store.load_baseline(path) == old
+
+
+def test_history_is_bounded(tmp_path: Path, build_case) -> None:
+    from datetime import timedelta
+
+    b = make_baseline(build_case)
+    path = tmp_path / "cpu-ci" / "hw.json"
+    for i in range(5):
+        prov = b.provenance.model_copy(update={"date": b.provenance.date + timedelta(days=i)})
+        store.write_baseline(path, b.model_copy(update={"provenance": prov}), keep=3)
+    hist = store.load_history(path)
+    assert len(hist) == 3
+    assert [h.provenance.date for h in hist] == sorted(h.provenance.date for h in hist)
+    assert store.load_baseline(path).provenance.date == hist[-1].provenance.date  # type: ignore[union-attr]

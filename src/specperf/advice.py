@@ -3,7 +3,8 @@
 From one :class:`~specperf.schemas.RunResult` this builds a :class:`RunAdvice`:
 
 * per spec case (server config × concurrency): the measured gain (no-spec median TPOT /
-  spec median TPOT, both from the same run and concurrency), the step yield
+  spec median TPOT, same run and concurrency; the no-spec side is the case's *paired*
+  no-spec trials, ``RunResult.paired_nospec``, when the run has them), the step yield
   ``E = 1 + Σ p_i`` from the per-position counters, the fitted cost ratio, a *predicted*
   gain, the break-even acceptance, the best ``k' ≤ k`` and a sentence saying all that;
 * per server config: the crossover concurrency at which speculation stops beating the
@@ -41,7 +42,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -85,6 +86,11 @@ class CaseAdvice(_Model):
     draft_model: str | None = None
     k: int
     nospec_tpot_ms: float | None = Field(None, description="median, same run and concurrency")
+    nospec_source: Literal["paired", "same-run"] | None = Field(
+        None,
+        description="paired: no-spec trials interleaved with this case's (RunResult."
+        "paired_nospec); same-run: the no-spec config's case at this concurrency",
+    )
     spec_tpot_ms: float | None = Field(None, description="median")
     positions: list[float] = Field(
         default_factory=list, description="p_i = Δaccepted_per_pos[i] / Δdrafts, i < k"
@@ -159,7 +165,7 @@ class DraftFit(_Model):
     concurrency: int
     config_ids: list[str]
     ks: list[int]
-    target_ms: float = Field(description="t = no-spec median TPOT")
+    target_ms: float = Field(description="t = no-spec median TPOT (mean over the k if paired)")
     draft_ms: float = Field(description="d per draft token (>= 0)")
     overhead_ms: float = Field(description="o per step (>= 0; 0 when only one k was measured)")
     cost_ratio: float
@@ -249,6 +255,7 @@ class _Point:
     tokens_per_step: float
     spec_tpot: float
     nospec_tpot: float
+    nospec_source: Literal["paired", "same-run"]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -282,10 +289,35 @@ def _nospec_id(cases: Sequence[CaseResult]) -> str | None:
 
 
 def _tpot(c: CaseResult | None) -> float | None:
-    if c is None or c.tpot_ms.median is None:
+    """Median TPOT; the mean where only that was recorded (published, provisional figures)."""
+    if c is None:
         return None
-    v = float(c.tpot_ms.median)
-    return v if math.isfinite(v) and v > 0 else None
+    for v in (c.tpot_ms.median, c.tpot_ms.mean):
+        if v is not None and math.isfinite(v) and v > 0:
+            return float(v)
+    return None
+
+
+def _tpot_note(*cases: CaseResult | None) -> list[str]:
+    if any(c is not None and c.tpot_ms.median is None and c.tpot_ms.mean for c in cases):
+        return ["TPOT is a mean (no median was recorded, e.g. published figures)"]
+    return []
+
+
+@dataclass
+class _Skipped:
+    """A spec case the model cannot use, with what was measured of it."""
+
+    notes: list[str]
+    spec_tpot: float | None = None
+    nospec_tpot: float | None = None
+    nospec_source: Literal["paired", "same-run"] | None = None
+
+    @property
+    def gain(self) -> float | None:
+        if self.spec_tpot is None or self.nospec_tpot is None:
+            return None
+        return self.nospec_tpot / self.spec_tpot
 
 
 def _k_of(c: CaseResult) -> int | None:
@@ -320,41 +352,58 @@ def _positions(c: CaseResult, k: int) -> tuple[list[float], float | None, list[s
     return p, min(max(e, 1.0), float(k + 1)), notes
 
 
-def _points(cases: Sequence[CaseResult]) -> tuple[list[_Point], dict[tuple[str, int], list[str]]]:
-    """Usable spec points, and the reasons other spec cases are unusable."""
+def _points(
+    result: RunResult | Baseline,
+) -> tuple[list[_Point], dict[tuple[str, int], _Skipped]]:
+    """Usable spec points, and the reasons other spec cases are unusable.
+
+    The no-spec TPOT of a spec case is its *paired* no-spec measurement (trials interleaved
+    with its own, ``RunResult.paired_nospec``) when the run has one, else the no-spec
+    config's case at the same concurrency.
+    """
+    cases = result.cases
+    paired: dict[str, CaseResult] = dict(getattr(result, "paired_nospec", None) or {})
     nospec_id = _nospec_id(cases)
     nospec = {
         c.case.concurrency: c for c in cases if nospec_id and c.case.config_id == nospec_id
     }
     points: list[_Point] = []
-    skipped: dict[tuple[str, int], list[str]] = {}
+    skipped: dict[tuple[str, int], _Skipped] = {}
     for c in cases:
         if not _is_spec(c):
             continue
         key = (c.case.config_id, c.case.concurrency)
+        spec = _tpot(c)
+        source: Literal["paired", "same-run"] = "paired"
+        ref = paired.get(c.case.id)
+        base = _tpot(ref)
+        if base is None:
+            source, ref = "same-run", nospec.get(c.case.concurrency)
+            base = _tpot(ref)
         k = _k_of(c)
         if k is None:
-            skipped[key] = ["k (num_speculative_tokens) is unknown"]
+            skipped[key] = _Skipped(["k (num_speculative_tokens) is unknown"], spec, base,
+                                    source if base is not None else None)
             continue
         p, e, notes = _positions(c, k)
-        spec, base = _tpot(c), _tpot(nospec.get(c.case.concurrency))
+        notes = _tpot_note(c, ref) + notes
         if spec is None:
             notes.append("no spec TPOT was measured")
         if base is None:
             notes.append(
                 "no no-spec TPOT at this concurrency in this run"
-                if nospec_id
+                if nospec_id or paired
                 else "the run has no no-spec config to compare with"
             )
         if e is None or spec is None or base is None:
-            skipped[key] = notes
+            skipped[key] = _Skipped(notes, spec, base, source if base is not None else None)
             continue
         if c.method in _LOOKUP_METHODS:
             notes.append(
                 f"{c.method} proposes only when it finds a match: counters cover steps with a "
                 "draft, so tokens/step overstates the yield and the fitted draft cost absorbs it"
             )
-        points.append(_Point(c, k, p, e, spec, base, notes))
+        points.append(_Point(c, k, p, e, spec, base, source, notes))
     return points, skipped
 
 
@@ -363,14 +412,16 @@ def _points(cases: Sequence[CaseResult]) -> tuple[list[_Point], dict[tuple[str, 
 
 @dataclass(frozen=True)
 class _Costs:
-    target_ms: float
+    target_ms: float  # the (mean) no-spec TPOT of the points fitted: for c and o ratios
     draft_ms: float
     overhead_ms: float
     separable: bool
     physical: bool
 
-    def gain(self, tokens_per_step: float, k: int) -> float:
-        return cm.predicted_gain(self.target_ms, self.draft_ms, tokens_per_step, k, self.overhead_ms)
+    def gain(self, tokens_per_step: float, k: int, target_ms: float | None = None) -> float:
+        """Predicted gain for (E, k) against a plain step of ``target_ms`` (default: own)."""
+        t = self.target_ms if target_ms is None else target_ms
+        return cm.predicted_gain(t, self.draft_ms, tokens_per_step, k, self.overhead_ms)
 
     @property
     def c(self) -> float:
@@ -385,9 +436,13 @@ class _Costs:
         return self.target_ms + self.overhead_ms
 
 
-def _fit(points: Sequence[_Point], target_ms: float) -> _Costs:
-    """Fit ``step_k - t = o + k d`` (o, d >= 0) over points; o = 0 with a single k."""
-    ys = [p.step_ms - target_ms for p in points]
+def _fit(points: Sequence[_Point]) -> _Costs:
+    """Fit ``step_k - t_k = o + k d`` (o, d >= 0) over points; o = 0 with a single k.
+
+    ``t_k`` is each point's own no-spec TPOT (paired measurements differ slightly).
+    """
+    target_ms = math.fsum(p.nospec_tpot for p in points) / len(points)
+    ys = [p.step_ms - p.nospec_tpot for p in points]
     physical = all(y >= 0 for y in ys)
     ks = [p.k for p in points]
     if len(set(ks)) < 2:
@@ -401,12 +456,11 @@ def _fit(points: Sequence[_Point], target_ms: float) -> _Costs:
     return _Costs(target_ms, float(d), float(o), True, physical)
 
 
-def _family_target(points: Sequence[_Point]) -> float:
-    return points[0].nospec_tpot  # same run, same concurrency: the same no-spec case
+_Family = tuple[str | None, str | None]  # (method, draft model)
 
 
-def _groups(points: Iterable[_Point]) -> dict[tuple[tuple[str | None, str | None], int], list[_Point]]:
-    g: dict[tuple[tuple[str | None, str | None], int], list[_Point]] = defaultdict(list)
+def _groups(points: Iterable[_Point]) -> dict[tuple[_Family, int], list[_Point]]:
+    g: dict[tuple[_Family, int], list[_Point]] = defaultdict(list)
     for p in points:
         g[(p.family, p.concurrency)].append(p)
     return g
@@ -420,7 +474,8 @@ def _x(v: float | None) -> str:
 
 
 def _pct(v: float) -> str:
-    return f"{v * 100:+.0f} %"
+    r = round(v * 100)
+    return f"{'+' if r >= 0 else '−'}{abs(r):.0f} %"
 
 
 def _ks(ks: Sequence[int]) -> str:
@@ -430,7 +485,10 @@ def _ks(ks: Sequence[int]) -> str:
 def _sentence(a: CaseAdvice) -> str:
     head = f"{a.config_id} at c={a.concurrency}: "
     if a.tokens_per_step is None or a.measured_gain is None:
-        return head + "no advice: " + ("; ".join(a.notes) or "missing measurements")
+        why = "; ".join(a.notes) or "missing measurements"
+        if a.measured_gain is not None:
+            return f"{head}measured gain {_x(a.measured_gain)}; no cost model: {why}."
+        return f"{head}no advice: {why}."
     parts = [
         f"k={a.k} accepts {a.tokens_per_step - 1:.2f} draft tokens/step "
         f"({a.tokens_per_step:.2f} tokens/step with the bonus token)"
@@ -447,7 +505,9 @@ def _sentence(a: CaseAdvice) -> str:
         parts.append(cost)
     if a.iid_acceptance is not None and a.costs_fit:
         if a.break_even_acceptance is None:
-            parts.append(f"acceptance {a.iid_acceptance:.2f}, but no acceptance breaks even at this k")
+            parts.append(
+                f"acceptance {a.iid_acceptance:.2f}, but no acceptance breaks even at this k"
+            )
         else:
             parts.append(
                 f"acceptance {a.iid_acceptance:.2f} vs break-even {a.break_even_acceptance:.2f}"
@@ -486,7 +546,10 @@ def _config_sentence(cfg: ConfigAdvice) -> str:
     cs = [c for c, _ in cfg.gains]
     rng = f"{cs[0]}–{cs[-1]}" if len(cs) > 1 else f"{cs[0]}"
     if all(g > 1 for _, g in cfg.gains):
-        return f"{head}beats no-spec at every measured concurrency ({rng}; {span}); no crossover in range."
+        return (
+            f"{head}beats no-spec at every measured concurrency ({rng}; {span}); "
+            "no crossover in range."
+        )
     if all(g < 1 for _, g in cfg.gains):
         return f"{head}slower than no-spec at every measured concurrency ({rng}; {span})."
     return f"{head}{span}."
@@ -520,12 +583,14 @@ def _case_advice(
     a.point_fit_physical = point.physical
     if not point.physical and point.reason:
         a.notes.append(point.reason)
+    a.nospec_source = p.nospec_source
+    full = replace(full, target_ms=p.nospec_tpot)  # ratios against this case's own t
     a.cost_ratio, a.overhead_ratio, a.costs_fit = full.c, full.o, full.physical
 
     others = [q for q in fam if q.k != p.k]
     if others:
-        held = _fit(others, p.nospec_tpot)
-        a.predicted_gain = held.gain(p.tokens_per_step, p.k)
+        held = _fit(others)
+        a.predicted_gain = held.gain(p.tokens_per_step, p.k, p.nospec_tpot)
         a.prediction_basis = "other-k"
         a.prediction_from_k = sorted({q.k for q in others})
         if not held.physical:
@@ -565,10 +630,18 @@ def _case_advice(
     return a
 
 
-def _config_advice(cases: Sequence[CaseResult], points: Sequence[_Point]) -> list[ConfigAdvice]:
-    by_cfg: dict[str, list[_Point]] = defaultdict(list)
+def _config_advice(
+    cases: Sequence[CaseResult],
+    points: Sequence[_Point],
+    skipped: dict[tuple[str, int], _Skipped],
+) -> list[ConfigAdvice]:
+    # the gain needs only the two TPOTs: cases without counters still place the crossover
+    by_cfg: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for p in points:
-        by_cfg[p.config_id].append(p)
+        by_cfg[p.config_id].append((p.concurrency, p.gain))
+    for (cid, conc), sk in skipped.items():
+        if sk.gain is not None:
+            by_cfg[cid].append((conc, sk.gain))
     out: list[ConfigAdvice] = []
     seen: set[str] = set()
     for c in cases:
@@ -576,16 +649,16 @@ def _config_advice(cases: Sequence[CaseResult], points: Sequence[_Point]) -> lis
         if not _is_spec(c) or cid in seen:
             continue
         seen.add(cid)
-        pts = sorted(by_cfg.get(cid, []), key=lambda p: p.concurrency)
+        gains = sorted(by_cfg.get(cid, []))
         cfg = ConfigAdvice(
             config_id=cid,
             config_label=c.config_label,
             method=c.method,
             draft_model=c.draft_model,
             k=_k_of(c),
-            gains=[(p.concurrency, p.gain) for p in pts],
+            gains=gains,
         )
-        if len(pts) >= 2:
+        if len(gains) >= 2:
             x = cm.crossover_concurrency(cfg.gains)
             cfg.crossover_concurrency = x
             if x is not None:
@@ -605,7 +678,7 @@ def advise(
     baseline_name: str | None = None,
 ) -> RunAdvice:
     """Cost-model advice for a run; with ``baseline``, overhead-regression findings too."""
-    points, skipped = _points(run.cases)
+    points, skipped = _points(run)
     advice = RunAdvice(
         run_dir=run.run_dir,
         profile_name=run.provenance.profile_name,
@@ -619,15 +692,14 @@ def advise(
         )
     by_key: dict[tuple[str, int], CaseAdvice] = {}
     for (family, conc), fam in _groups(points).items():
-        t = _family_target(fam)
-        full = _fit(fam, t)
+        full = _fit(fam)
         fit = DraftFit(
             method=family[0],
             draft_model=family[1],
             concurrency=conc,
             config_ids=[p.config_id for p in sorted(fam, key=lambda p: p.k)],
             ks=sorted({p.k for p in fam}),
-            target_ms=t,
+            target_ms=full.target_ms,
             draft_ms=full.draft_ms,
             overhead_ms=full.overhead_ms,
             cost_ratio=full.c,
@@ -636,10 +708,12 @@ def advise(
             physical=full.physical,
         )
         for p in fam:
-            fit.residuals[p.k] = full.gain(p.tokens_per_step, p.k) / p.gain - 1.0
+            fit.residuals[p.k] = (
+                full.gain(p.tokens_per_step, p.k, p.nospec_tpot) / p.gain - 1.0
+            )
             by_key[(p.config_id, p.concurrency)] = _case_advice(p, fam, full)
         advice.fits.append(fit)
-    for (cid, conc), why in skipped.items():
+    for (cid, conc), sk in skipped.items():
         c = next(x for x in run.cases if x.case.config_id == cid and x.case.concurrency == conc)
         a = CaseAdvice(
             config_id=cid,
@@ -648,16 +722,18 @@ def advise(
             method=c.method,
             draft_model=c.draft_model,
             k=_k_of(c) or 0,
-            nospec_tpot_ms=None,
-            spec_tpot_ms=_tpot(c),
-            notes=why,
+            nospec_tpot_ms=sk.nospec_tpot,
+            nospec_source=sk.nospec_source,
+            spec_tpot_ms=sk.spec_tpot,
+            measured_gain=sk.gain,
+            notes=sk.notes,
         )
         a.sentence = _sentence(a)
         by_key[(cid, conc)] = a
     order = {c.case.config_id: i for i, c in enumerate(run.cases)}
     advice.cases = sorted(by_key.values(), key=lambda a: (order[a.config_id], a.concurrency))
     advice.fits.sort(key=lambda f: (f.method or "", f.draft_model or "", f.concurrency))
-    advice.configs = _config_advice(run.cases, points)
+    advice.configs = _config_advice(run.cases, points, skipped)
     if baseline is not None:
         advice.findings = overhead_findings(
             run, baseline, tolerance, acceptance_tolerance=acceptance_tolerance
@@ -693,17 +769,21 @@ def overhead_findings(
        TPOT, at today's tokens/step: ``predicted = t_b · E_now / step_b`` (the baseline
        gain, corrected for the small acceptance change allowed by 1).
     3. *Finding* when ``measured < predicted × (1 − tolerance)``.
-    4. *Attribution*: the step cost is split into a target side ``t + o`` (verification:
-       one target pass over k+1 tokens plus per-step overhead) and a drafting side ``k·d``,
-       in both runs; the finding names the side whose cost per step grew more, with both
-       numbers. With ≥ 2 k of the same draft model at that concurrency in both runs, ``o``
-       and ``d`` are fitted; otherwise the target side is the no-spec TPOT and any extra
-       verification cost is indistinguishable from drafting (the message says so).
+    4. *Attribution*: the step cost is split into a target side ``V = t + o``
+       (verification: one target pass over k+1 tokens plus per-step overhead) and a
+       drafting side ``k·d``, in both runs. Since the gain is ``E·t / (V + k·d)``, each side
+       is measured in no-spec steps (divided by the same run's ``t``), and the finding names
+       the side that grew more, with both numbers in ms and in no-spec steps. (A target
+       that got slower everywhere, plain decoding included, moves neither and raises no
+       finding: that is the TPOT gate's business.) With ≥ 2 k of the same draft model at
+       that concurrency in both runs, ``o`` and ``d`` are fitted; otherwise ``V`` is taken
+       as the no-spec TPOT and extra verification cost is indistinguishable from drafting
+       (the message says so).
     """
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    cur_points, _ = _points(run.cases)
-    base_points, _ = _points(baseline.cases)
+    cur_points, _ = _points(run)
+    base_points, _ = _points(baseline)
     base_idx = {(p.config_id, p.concurrency): p for p in base_points}
     cur_groups, base_groups = _groups(cur_points), _groups(base_points)
     findings: list[OverheadFinding] = []
@@ -721,12 +801,14 @@ def overhead_findings(
         fam_c = cur_groups[(p.family, p.concurrency)]
         fam_b = base_groups.get((b.family, b.concurrency), [b])
         sep = len({q.k for q in fam_c}) >= 2 and len({q.k for q in fam_b}) >= 2
-        if sep:
-            cc, cb = _fit(fam_c, p.nospec_tpot), _fit(fam_b, b.nospec_tpot)
-        else:
-            cc, cb = _fit([p], p.nospec_tpot), _fit([b], b.nospec_tpot)
-        d_verify = cc.verify_ms - cb.verify_ms
-        d_draft = p.k * (cc.draft_ms - cb.draft_ms)
+        cc, cb = (_fit(fam_c), _fit(fam_b)) if sep else (_fit([p]), _fit([b]))
+        # this case's own plain step on each side: V = t + o
+        cc, cb = replace(cc, target_ms=p.nospec_tpot), replace(cb, target_ms=b.nospec_tpot)
+        # The gain is E·t / (V + k·d): what lowers it at unchanged E is a side of the step
+        # growing relative to a plain target step t of the same run, so compare the two
+        # sides in units of t (a target that got slower everywhere moves neither).
+        d_verify = cc.verify_ms / cc.target_ms - cb.verify_ms / cb.target_ms
+        d_draft = p.k * (cc.draft_ms / cc.target_ms - cb.draft_ms / cb.target_ms)
         moved: Literal["drafting", "verification"] = (
             "verification" if d_verify > d_draft else "drafting"
         )
@@ -772,26 +854,30 @@ def _finding_message(
         f"{b.gain:.2f}×, tolerance {tol * 100:.0f} %), while acceptance is unchanged (max "
         f"per-position change {max_delta:.3f} ≤ {acc_tol:.3f})."
     )
+    k = p.k
     draft = (
         f"drafting {cb.draft_ms:.2f} → {cc.draft_ms:.2f} ms per draft token "
-        f"({_rel(cc.draft_ms, cb.draft_ms)}, {p.k * (cc.draft_ms - cb.draft_ms):+.1f} ms per "
-        f"step at k={p.k})"
+        f"({_rel(cc.draft_ms, cb.draft_ms)}; k={k} of them = {k * cb.c:.2f} → {k * cc.c:.2f} "
+        "no-spec steps)"
     )
     verify = (
         f"verification/target step {cb.verify_ms:.1f} → {cc.verify_ms:.1f} ms "
-        f"({_rel(cc.verify_ms, cb.verify_ms)}, {cc.verify_ms - cb.verify_ms:+.1f} ms per step"
+        f"({_rel(cc.verify_ms, cb.verify_ms)}; "
         + (
-            f"; no-spec TPOT {b.nospec_tpot:.1f} → {p.nospec_tpot:.1f} ms)"
+            f"{cb.verify_ms / cb.target_ms:.2f} → {cc.verify_ms / cc.target_ms:.2f} no-spec steps)"
             if sep
-            else ", = no-spec TPOT)"
+            else "taken as the no-spec TPOT)"
         )
     )
+    plain = f"no-spec TPOT {b.nospec_tpot:.1f} → {p.nospec_tpot:.1f} ms"
     if moved == "drafting":
-        verdict = f" vLLM got slower at drafting, not worse at accepting: {draft}; {verify}."
+        verdict = (
+            f" vLLM got slower at drafting, not worse at accepting: {draft}; {verify}; {plain}."
+        )
     else:
         verdict = (
             f" vLLM got slower at verifying (the target-side step), not worse at accepting: "
-            f"{verify}; {draft}."
+            f"{verify}; {draft}; {plain}."
         )
     if not sep:
         verdict += (

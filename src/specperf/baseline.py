@@ -193,5 +193,35 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.close(dfd)
 
 
-def write_baseline(path: Path, baseline: Baseline) -> None:
-    atomic_write_text(path, baseline.model_dump_json(indent=1) + "\n")
+#: How many earlier baselines are kept beside the current one, for a trend view and
+#: change-point detection over the same format.
+HISTORY_KEEP = 20
+
+
+def history_dir(path: Path) -> Path:
+    return path.parent / "history" / path.stem
+
+
+def write_baseline(path: Path, baseline: Baseline, keep: int = HISTORY_KEEP) -> None:
+    """Write the baseline atomically and file a copy in its bounded history."""
+    text = baseline.model_dump_json(indent=1) + "\n"
+    atomic_write_text(path, text)
+    hist = history_dir(path)
+    stamp = baseline.provenance.date.strftime("%Y%m%dT%H%M%S")
+    commit = (baseline.provenance.git_commit or "nocommit")[:10]
+    atomic_write_text(hist / f"{stamp}-{commit}.json", text)
+    for old in sorted(hist.glob("*.json"))[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def load_history(path: Path) -> list[Baseline]:
+    """The kept baselines for this file, oldest first (unreadable ones are skipped)."""
+    out = []
+    for f in sorted(history_dir(path).glob("*.json")):
+        try:
+            b = load_baseline(f)
+        except BaselineError:
+            continue
+        if b is not None:
+            out.append(b)
+    return out

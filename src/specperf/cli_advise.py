@@ -17,15 +17,13 @@ gates decide), 2 bad input (unreadable, truncated or invalid JSON: one line nami
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -36,7 +34,7 @@ from specperf.advice import (
     RunAdvice,
     advise,
 )
-from specperf.baseline import BaselineError, read_model
+from specperf.baseline import BaselineError
 from specperf.schemas import Baseline, RunResult
 
 __all__ = ["add_advise_command", "advice_console", "advice_markdown", "main", "run_advise"]
@@ -62,14 +60,19 @@ def _predicted(a: CaseAdvice) -> str:
     if a.predicted_gain is None:
         return "—"
     if a.prediction_basis == "other-k":
-        return f"{a.predicted_gain:.2f}× (k={','.join(map(str, a.prediction_from_k))})"
-    return f"{a.predicted_gain:.2f}× (self)"
+        return f"{a.predicted_gain:.2f}× k={','.join(map(str, a.prediction_from_k))}"
+    return f"{a.predicted_gain:.2f}× self"
+
+
+def _signed_pct(x: float) -> str:
+    v = round(x * 100)
+    return f"{'+' if v >= 0 else '−'}{abs(v):.0f} %"
 
 
 def _error(a: CaseAdvice) -> str:
     if a.prediction_error is None or a.prediction_basis != "other-k":
         return "—"
-    return f"{a.prediction_error * 100:+.0f} %"
+    return _signed_pct(a.prediction_error)
 
 
 def _cost(a: CaseAdvice) -> str:
@@ -85,9 +88,9 @@ def _best_k(a: CaseAdvice) -> str:
     if a.best_k is None:
         return "—"
     if a.best_k == 0:
-        return "0 (don't)"
+        return "0 don't"
     if a.best_k < a.k and a.best_k_speedup is not None:
-        return f"{a.best_k} (+{a.best_k_speedup * 100:.0f} %)"
+        return f"{a.best_k} +{a.best_k_speedup * 100:.0f}%"
     return str(a.best_k)
 
 
@@ -104,7 +107,7 @@ def _crossover(advice: RunAdvice, config_id: str) -> str:
     if cfg.crossover_concurrency is None:
         return "none in range"
     verb = "stops" if cfg.crossover_direction == "stops" else "starts"
-    return f"≈{cfg.crossover_concurrency:.1f} ({verb})"
+    return f"c≈{cfg.crossover_concurrency:.1f} {verb}"
 
 
 _COLUMNS = (
@@ -118,7 +121,7 @@ _COLUMNS = (
     ("error", "right"),
     ("fitted c (+o)", "right"),
     ("best k'", "right"),
-    ("crossover conc", "right"),
+    ("crossover", "right"),
 )
 
 _LEGEND = (
@@ -126,7 +129,8 @@ _LEGEND = (
     "giving that yield; gain = no-spec median TPOT / spec median TPOT at the same concurrency; "
     "predicted gain uses costs fitted on the OTHER k of the same draft (self = only one k, "
     "equals measured by construction); c = draft cost per token / target step, +o = per-step "
-    "overhead / target step; best k' ≤ k from the counters (+x % = predicted speedup over k)."
+    "overhead / target step; best k' ≤ k from the counters (+x% = predicted speedup over k); "
+    "crossover = concurrency where the measured gain crosses 1."
 )
 
 
@@ -158,7 +162,7 @@ def _fit_rows(advice: RunAdvice) -> list[list[str]]:
         name = f.draft_model or f.method or "?"
         if f.draft_model and f.method and f.method != "draft_model":
             name = f"{f.method}: {f.draft_model}"
-        res = " ".join(f"k={k}:{v * 100:+.0f}%" for k, v in sorted(f.residuals.items()))
+        res = " ".join(_signed_pct(v).removesuffix(" %") for _, v in sorted(f.residuals.items()))
         rows.append([
             name,
             str(f.concurrency),
@@ -167,58 +171,93 @@ def _fit_rows(advice: RunAdvice) -> list[list[str]]:
             f"{f.draft_ms:.2f}",
             f"{f.overhead_ms:.2f}" if f.separable else "(folded)",
             f"{f.cost_ratio:.3f}",
-            res if f.physical else "no fit (a spec step cheaper than a no-spec step)",
+            res if f.physical else "no fit",
         ])
     return rows
 
 
-_FIT_COLUMNS = (
-    "draft", "conc", "k", "t ms", "d ms/token", "o ms/step", "c = d/t", "fit residual"
+_FIT_COLUMNS = ("draft", "conc", "k", "t ms", "d ms", "o ms", "c = d/t", "residual %")
+_FIT_LEGEND = (
+    "t = no-spec TPOT (one target step); d = draft cost per draft token; o = per-step "
+    "overhead (folded into d when only one k was measured); residual = gain of the fit over "
+    "all k / measured gain − 1, per k; no fit = a spec step measured cheaper than a no-spec step."
 )
 
 
 # --------------------------------------------------------------------------- console
 
 
+#: Below this many columns the case table is split in two (gain | what to change).
+WIDE = 120
+_GAIN_COLS = ("case", "measured gain", "predicted gain", "error", "crossover")
+_CHANGE_COLS = ("case", "tok/step", "accept a", "break-even a", "fitted c (+o)", "best k'")
+
+
+def _case_table(advice: RunAdvice, title: str, columns: Sequence[str], caption: str | None
+                ) -> Table:
+    names = [n for n, _ in _COLUMNS]
+    justify = dict(_COLUMNS)
+    idx = [names.index(c) for c in columns]
+    t = Table(title=title, caption=caption, header_style="bold")
+    for c in columns:
+        t.add_column(c, justify=justify[c], no_wrap=c == "case")  # type: ignore[arg-type]
+    for a, row in zip(advice.cases, _rows(advice), strict=True):
+        style = "red" if a.measured_gain is not None and a.measured_gain < 1.0 else None
+        t.add_row(*[row[i] for i in idx], style=style)
+    return t
+
+
+class _AdviceView:
+    """Rich renderable: one wide case table, or two narrower ones under ``WIDE`` columns."""
+
+    def __init__(self, advice: RunAdvice) -> None:
+        self.advice = advice
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        advice = self.advice
+        if advice.cases:
+            if options.max_width >= WIDE:
+                yield _case_table(advice, "speculative-decoding advice",
+                                  [n for n, _ in _COLUMNS], _LEGEND)
+            else:
+                yield _case_table(advice, "speculative-decoding advice: gain", _GAIN_COLS, None)
+                yield _case_table(advice, "speculative-decoding advice: what to change",
+                                  _CHANGE_COLS, _LEGEND)
+        fits = _fit_rows(advice)
+        if fits:
+            ft = Table(title="cost model per draft and concurrency", caption=_FIT_LEGEND,
+                       header_style="bold")
+            for name in _FIT_COLUMNS:
+                ft.add_column(name, justify="left" if name == "draft" else "right",
+                              no_wrap=name != "draft")
+            for row in fits:
+                ft.add_row(*row)
+            yield ft
+        lines = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
+        if lines:
+            yield Text("\n".join(f"• {s}" for s in lines))
+        if advice.baseline is not None:
+            if advice.findings:
+                yield Text("overhead regressions", style="bold red")
+                yield Text("\n".join(f"• {f.message}" for f in advice.findings), style="red")
+            else:
+                yield Text(
+                    f"no overhead regression against {advice.baseline} (acceptance-unchanged "
+                    "cases gain as the baseline's costs predict)",
+                    style="green",
+                )
+        if advice.notes:
+            yield Text("\n".join(f"note: {n}" for n in advice.notes), style="yellow")
+        if not advice.cases and not advice.notes:
+            yield Text("no speculative-decoding cases to advise on")
+
+
 def advice_console(advice: RunAdvice) -> RenderableType:
-    """The advice as one rich renderable (tables and sentences), for the console report."""
-    parts: list[RenderableType] = []
-    if advice.cases:
-        t = Table(title="speculative-decoding advice", caption=_LEGEND, header_style="bold")
-        for name, justify in _COLUMNS:
-            t.add_column(name, justify=justify, no_wrap=name == "case")  # type: ignore[arg-type]
-        for a, row in zip(advice.cases, _rows(advice), strict=True):
-            style = None
-            if a.measured_gain is not None and a.measured_gain < 1.0:
-                style = "red"
-            t.add_row(*row, style=style)
-        parts.append(t)
-    fits = _fit_rows(advice)
-    if fits:
-        ft = Table(title="cost model per draft and concurrency", header_style="bold")
-        for name in _FIT_COLUMNS:
-            ft.add_column(name, justify="left" if name == "draft" else "right")
-        for row in fits:
-            ft.add_row(*row)
-        parts.append(ft)
-    lines = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
-    if lines:
-        parts.append(Text("\n".join(f"• {s}" for s in lines)))
-    if advice.baseline is not None:
-        if advice.findings:
-            parts.append(Text("overhead regressions", style="bold red"))
-            parts.append(Text("\n".join(f"• {f.message}" for f in advice.findings), style="red"))
-        else:
-            parts.append(Text(
-                f"no overhead regression against {advice.baseline} (acceptance-unchanged cases "
-                "gain as the baseline's costs predict)",
-                style="green",
-            ))
-    if advice.notes:
-        parts.append(Text("\n".join(f"note: {n}" for n in advice.notes), style="yellow"))
-    if not parts:
-        parts.append(Text("no speculative-decoding cases to advise on"))
-    return Group(*parts)
+    """The advice as one rich renderable (tables and sentences), for the console report.
+
+    It adapts to the console width: one case table from 120 columns, two below.
+    """
+    return _AdviceView(advice)
 
 
 # --------------------------------------------------------------------------- markdown
@@ -230,7 +269,8 @@ def _md_cell(s: str) -> str:
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     out = ["| " + " | ".join(_md_cell(h) for h in header) + " |"]
-    out.append("| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |")
+    rule = ("---:" if i in right else "---" for i in range(len(header)))
+    out.append("| " + " | ".join(rule) + " |")
     out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return out
 
@@ -246,7 +286,7 @@ def advice_markdown(advice: RunAdvice, heading: str = "##") -> str:
     if fits:
         lines += [f"{heading}# Cost model per draft and concurrency", ""]
         lines += _md_table(_FIT_COLUMNS, fits, set(range(1, len(_FIT_COLUMNS))))
-        lines.append("")
+        lines += ["", f"<sub>{_md_cell(_FIT_LEGEND)}</sub>", ""]
     sentences = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
     if sentences:
         lines += [f"- {s}" for s in sentences] + [""]
@@ -266,25 +306,11 @@ def advice_markdown(advice: RunAdvice, heading: str = "##") -> str:
 # --------------------------------------------------------------------------- command
 
 
-class _Kind(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    kind: str | None = None
+def _load(path: Path) -> RunResult | Baseline:
+    """A run or a baseline file (told apart by ``kind``); BaselineError names the file."""
+    from specperf.compare import load_result
 
-
-def _read_run(path: Path) -> RunResult:
-    result = read_model(path, RunResult, "run")
-    assert isinstance(result, RunResult)
-    return result
-
-
-def _read_baseline(path: Path) -> RunResult | Baseline:
-    kind = read_model(path, _Kind, "baseline or run")
-    assert isinstance(kind, _Kind)
-    if kind.kind == "specperf-baseline":
-        result = read_model(path, Baseline, "baseline")
-        assert isinstance(result, Baseline)
-        return result
-    return _read_run(path)
+    return load_result(path)
 
 
 def add_advise_command(
@@ -302,7 +328,9 @@ def add_advise_command(
             "regressions (acceptance unchanged, gain below prediction) and what moved."
         ),
     )
-    p.add_argument("run", metavar="RUN.json", type=Path, help="a run file (run.json)")
+    p.add_argument(
+        "run", metavar="RUN.json", type=Path, help="a run file (run.json), or a baseline file"
+    )
     p.add_argument(
         "--baseline", metavar="FILE", type=Path, default=None,
         help="a baseline or an earlier run file to look for overhead regressions against",
@@ -338,8 +366,10 @@ def run_advise(args: argparse.Namespace) -> int:
             f"--acceptance-tolerance: must be in [0, 1], got {args.acceptance_tolerance!r}"
         )
     try:
-        run = _read_run(args.run)
-        base = _read_baseline(args.baseline) if args.baseline is not None else None
+        from specperf.compare import as_run
+
+        run = as_run(_load(args.run), args.run)
+        base = _load(args.baseline) if args.baseline is not None else None
     except BaselineError as exc:
         return _usage_error(str(exc))
     advice = advise(
@@ -351,7 +381,7 @@ def run_advise(args: argparse.Namespace) -> int:
         return 0
     console = Console(file=sys.stdout, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(file=sys.stdout, highlight=False, width=140)
+        console = Console(file=sys.stdout, highlight=False, width=150)
     head = f"advice for {args.run}"
     if advice.profile_name:
         head += f" (profile {advice.profile_name}, {advice.hardware}, vLLM {advice.vllm_version})"

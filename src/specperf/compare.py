@@ -32,12 +32,16 @@ acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode count
   reflects request-to-request noise only and *understates run-to-run drift*; every such
   Comparison's reason says so, and the RunComparison carries a note.
 * **Fewer trials, throughput**: there is one value per trial, so nothing to resample.
-  Throughput is then judged like the pytest throughput budget gate -- by the relative
-  change of the mean against ``throughput_fallback_tolerance`` (default 15 %, the
+  Throughput is then judged by the *budget rule*, like the pytest throughput budget gate:
+  the relative change of the mean against ``budget_tolerance`` (default 15 %, the
   BudgetGate default; single runs on a CPU runner vary by 5-12 %): beyond it in the bad
   direction is a REGRESSION (good direction: IMPROVEMENT), inside the metric's own
   minimum effect (3 %) is UNCHANGED, and in between is INCONCLUSIVE ("add trials"). The
-  Comparison then has no interval (``ci_low``/``ci_high`` are NaN) and no p-value.
+  Comparison then has no interval (``ci_low``/``ci_high`` are NaN) and no p-value, and
+  its ``min_effect`` holds the budget.
+* **No samples on one side** (a provisional baseline from a published table has means
+  only): latency is judged by the same budget rule on the case summaries -- medians when
+  both sides have them, else means -- with budgets TTFT 25 %, TPOT and E2E 15 %.
 * **Acceptance** at temperature 0 is near-deterministic and comes from counters, not
   samples: :func:`specperf.stats.compare_rate` with an absolute tolerance, overall and per
   draft position (0-based, like the gate checks).
@@ -46,8 +50,9 @@ Comparability (refusals)
 ------------------------
 A different ``provenance.hardware_id`` or ``provenance.profile_hash`` makes every number
 incomparable, so the comparison is *refused* (no verdicts, exit 2) with a message that
-says how to record a new baseline. A case whose speculative method or k changed is
-refused the same way. ``force=True`` turns refusals into notes and compares anyway.
+says how to record a new baseline. A case whose server config changed (its
+``config_hash``, speculative method or k) is refused the same way. ``force=True`` turns
+refusals into notes and compares anyway.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from specperf.schemas import (
     Provenance,
     RequestSample,
     RunResult,
+    Summary,
     Trial,
 )
 from specperf.stats import Comparison, Direction, Verdict, compare_rate, compare_samples, cv
@@ -99,7 +105,7 @@ RECORD_HINT = (
 )
 
 MetricKey = Literal["ttft", "tpot", "e2e", "output_throughput", "acceptance_rate"]
-SampleKind = Literal["trials", "requests", "trial_means", "counters"]
+SampleKind = Literal["trials", "requests", "trial_means", "summary", "counters"]
 
 
 class _Model(BaseModel):
@@ -117,7 +123,7 @@ class MetricRule(_Model):
     enabled: bool = True
 
 
-def _default_metrics() -> dict[str, MetricRule]:
+def _default_metrics() -> dict[MetricKey, MetricRule]:
     lower, higher = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
     return {
         "ttft": MetricRule(name="TTFT", unit="ms", direction=lower, statistic="median",
@@ -133,6 +139,13 @@ def _default_metrics() -> dict[str, MetricRule]:
     }
 
 
+#: The budget gate's defaults (profile.BudgetGate: TTFT +25 %, throughput -15 %): single
+#: runs on a CPU runner vary by 5-12 % (TTFT up to 16 %).
+DEFAULT_BUDGETS: dict[MetricKey, float] = {
+    "ttft": 0.25, "tpot": 0.15, "e2e": 0.15, "output_throughput": 0.15,
+}
+
+
 class CompareRules(_Model):
     """The comparison's knobs; a profile can override any of them (unknown keys are errors)."""
 
@@ -145,13 +158,18 @@ class CompareRules(_Model):
     min_trials: int = Field(
         5, ge=2, description="trials per side needed to compare per-trial values"
     )
-    throughput_fallback_tolerance: float = Field(
-        0.15, ge=0.0, description="relative budget for throughput when trials < min_trials"
+    budget_tolerance: dict[MetricKey, float] = Field(
+        default_factory=lambda: dict(DEFAULT_BUDGETS),
+        description="relative budget of the no-interval rule: throughput with fewer than "
+                    "min_trials trials, latency when a side has no samples",
     )
 
     def rule(self, key: MetricKey) -> MetricRule:
         rule = self.metrics.get(key)
         return rule if rule is not None else _default_metrics()[key]
+
+    def budget(self, key: MetricKey) -> float:
+        return self.budget_tolerance.get(key, DEFAULT_BUDGETS.get(key, 0.15))
 
 
 class MetricDetail(_Model):
@@ -323,30 +341,29 @@ def _spread(values: list[float]) -> float | None:
 # --------------------------------------------------------------------------- comparing
 
 
-def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
-                       rules: CompareRules) -> Comparison:
-    """Throughput with too few trials for a test: the budget rule of the module docstring."""
-    b = float(np.mean([t.output_throughput for t in base.trials])) if base.trials else \
-        base.output_throughput
-    c = float(np.mean([t.output_throughput for t in cur.trials])) if cur.trials else \
-        cur.output_throughput
-    tol = rules.throughput_fallback_tolerance
+def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
+            statistic: Literal["median", "mean"], n_baseline: int, n_current: int,
+            tolerance: float, why: str, advice: str) -> Comparison:
+    """The budget rule of the module docstring: a point comparison without an interval.
+
+    Beyond ``tolerance`` in the bad direction: REGRESSION (good direction: IMPROVEMENT);
+    within the rule's minimum effect: UNCHANGED; in between: INCONCLUSIVE.
+    """
     m = rule.min_effect
-    nb, nc = len(base.trials), len(cur.trials)
-    how = (f"{nb} baseline and {nc} current trial{'s' if nc != 1 else ''}, fewer than "
-           f"{rules.min_trials} per side, so there is no interval: judged against the "
-           f"±{tol * 100:g} % single-run budget")
+    unit = f" {rule.unit}" if rule.unit else ""
+    how = f"{why}, so there is no interval: judged against the ±{tolerance * 100:g} % budget"
     if not (math.isfinite(b) and math.isfinite(c)) or b <= 0:
         ratio = math.nan
         verdict = Verdict.INCONCLUSIVE
-        reason = f"{rule.name} baseline mean is {b:.4g} {rule.unit}, so a relative change is undefined"
+        reason = (f"{rule.name} baseline {statistic} is {b:.4g}{unit}, so a relative change "
+                  "is undefined")
     else:
         ratio = c / b
         delta = ratio - 1.0
         moved = (f"{'rose' if delta > 0 else 'fell'} {abs(delta) * 100:.1f} %" if delta
                  else "did not move")
-        moved += f" ({b:.4g} → {c:.4g} {rule.unit})".replace(" )", ")")
-        if abs(delta) > tol:
+        moved += f" ({b:.4g} → {c:.4g}{unit})"
+        if abs(delta) > tolerance:
             worse = (delta > 0) == (rule.direction is Direction.LOWER_IS_BETTER)
             verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
             tail = "beyond it"
@@ -356,12 +373,12 @@ def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
         else:
             verdict = Verdict.INCONCLUSIVE
             tail = (f"inside the budget but beyond the ±{m * 100:g} % minimum effect, so it may "
-                    f"be noise; record ≥ {rules.min_trials} trials (--perf-repeats) to tell")
-        reason = f"{rule.name} mean {moved}; {how}, {tail}"
+                    f"be noise; {advice}")
+        reason = f"{rule.name} {statistic} {moved}; {how}, {tail}"
     return Comparison(
         metric=rule.name,
         direction=rule.direction,
-        statistic="mean",
+        statistic=statistic,
         baseline=b,
         current=c,
         ratio=ratio,
@@ -370,11 +387,54 @@ def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
         confidence=rules.confidence,
         p_value=None,
         alpha=rules.alpha,
-        min_effect=tol,
-        n_baseline=nb,
-        n_current=nc,
+        min_effect=tolerance,
+        n_baseline=n_baseline,
+        n_current=n_current,
         verdict=verdict,
         reason=reason + ".",
+    )
+
+
+def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
+                       rules: CompareRules) -> Comparison:
+    """Throughput with too few trials for a test (or a baseline with none)."""
+    b = float(np.mean([t.output_throughput for t in base.trials])) if base.trials else \
+        base.output_throughput
+    c = float(np.mean([t.output_throughput for t in cur.trials])) if cur.trials else \
+        cur.output_throughput
+    nb, nc = len(base.trials), len(cur.trials)
+    return _budget(
+        rule, rules, b, c, statistic="mean", n_baseline=nb, n_current=nc,
+        tolerance=rules.budget("output_throughput"),
+        why=(f"{nb} baseline and {nc} current trial{'s' if nc != 1 else ''}, fewer than "
+             f"{rules.min_trials} per side"),
+        advice=f"record ≥ {rules.min_trials} trials (--perf-repeats) to tell",
+    )
+
+
+_SUMMARY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
+
+
+def _summary_budget(base: CaseResult, cur: CaseResult, key: str, rule: MetricRule,
+                    rules: CompareRules) -> Comparison | None:
+    """A latency with no request samples on one side (e.g. a baseline from a published
+    table: means only): the case summaries compared by the budget rule, medians when both
+    sides have one, else means. None when a side has neither."""
+    bs: Summary = getattr(base, _SUMMARY[key])
+    cs: Summary = getattr(cur, _SUMMARY[key])
+    statistic: Literal["median", "mean"]
+    if bs.median is not None and cs.median is not None:
+        statistic, b, c = "median", bs.median, cs.median
+    elif bs.mean is not None and cs.mean is not None:
+        statistic, b, c = "mean", bs.mean, cs.mean
+    else:
+        return None
+    empty = "the baseline" if not bs.n else "the run"
+    return _budget(
+        rule, rules, b, c, statistic=statistic, n_baseline=bs.n, n_current=cs.n,
+        tolerance=rules.budget(key),  # type: ignore[arg-type]
+        why=f"{empty} has no request samples (only summary figures)",
+        advice="record a baseline with samples (--perf-update-baselines) to tell",
     )
 
 
@@ -407,6 +467,17 @@ def compare_cases(base: CaseResult, cur: CaseResult,
         else:
             b, c = per_request(base, key), per_request(cur, key)
             kind = "requests"
+        if not b or not c:
+            budget = _summary_budget(base, cur, key, rule, rules)
+            if budget is None:
+                out.notes.append(f"{rule.name} not compared: "
+                                 f"{'the baseline' if not b else 'the run'} has no {rule.name} "
+                                 "samples or summary")
+                continue
+            add(budget, MetricDetail(key=key, unit=rule.unit, samples="summary",  # type: ignore[arg-type]
+                                     note=f"budget rule (±{rules.budget(key) * 100:g} %), "  # type: ignore[arg-type]
+                                          "no interval: no samples on one side"))
+            continue
         comparison = compare_samples(
             rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
             alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
@@ -443,7 +514,7 @@ def compare_cases(base: CaseResult, cur: CaseResult,
             add(_throughput_budget(base, cur, rule, rules),
                 MetricDetail(key="output_throughput", unit=rule.unit, samples="trial_means",
                              baseline_spread=_spread(b), current_spread=_spread(c),
-                             note=f"budget rule (±{rules.throughput_fallback_tolerance * 100:g}"
+                             note=f"budget rule (±{rules.budget('output_throughput') * 100:g}"
                                   " %), no interval: too few trials"))
 
     rule = rules.rule("acceptance_rate")
@@ -507,7 +578,8 @@ def _provenance_refusals(run: Provenance, base: Provenance) -> list[str]:
 def _provenance_notes(run: Provenance, base: Provenance) -> list[str]:
     notes = []
     if run.vllm_version != base.vllm_version:
-        notes.append(f"vLLM {base.vllm_version or '?'} (baseline) → {run.vllm_version or '?'} (run)")
+        notes.append(f"vLLM {base.vllm_version or '?'} (baseline) → "
+                     f"{run.vllm_version or '?'} (run)")
     if run.torch_version != base.torch_version and run.torch_version and base.torch_version:
         notes.append(f"torch {base.torch_version} (baseline) → {run.torch_version} (run)")
     if run.driver_version != base.driver_version and run.driver_version and base.driver_version:
@@ -553,6 +625,8 @@ def compare_runs(
         if base is None:
             continue
         changed = []
+        if base.config_hash and cur.config_hash and base.config_hash != cur.config_hash:
+            changed.append(f"config hash {base.config_hash} → {cur.config_hash}")
         if base.method != cur.method:
             changed.append(f"speculative method {base.method} → {cur.method}")
         if base.num_speculative_tokens != cur.num_speculative_tokens:
@@ -573,11 +647,19 @@ def compare_runs(
     if result.refusals:
         result.cases = []
         return result
+    # A note that many cases share (e.g. "E2E not compared: the baseline has no E2E ...")
+    # is said once for the run.
+    shared = Counter(n for cc in result.cases for n in set(cc.notes))
+    for note, count in shared.items():
+        if count > 1:
+            result.notes.append(f"{note} ({count} cases)")
+    for cc in result.cases:
+        cc.notes = [n for n in cc.notes if shared[n] <= 1]
     if per_request:
         result.notes.append(
             f"some cases have fewer than {rules.min_trials} trials per side: their latencies "
             "were compared per request, which understates run-to-run drift, and their "
-            f"throughput against the ±{rules.throughput_fallback_tolerance * 100:g} % budget; "
+            f"throughput against the ±{rules.budget('output_throughput') * 100:g} % budget; "
             f"record ≥ {rules.min_trials} trials (--perf-repeats) for a real interval"
         )
     if result.only_in_run:
@@ -587,7 +669,12 @@ def compare_runs(
         result.notes.append(f"{len(result.only_in_baseline)} case(s) only in the baseline, not "
                             "compared: " + _case_list(result.only_in_baseline))
     if not result.cases:
-        result.notes.append("no case is present in both the run and the baseline")
+        # A gate that compared nothing must not pass quietly.
+        result.refusals.append(
+            "nothing to compare: no case is present in both the run "
+            f"({len(run.cases)} cases) and the baseline ({len(baseline.cases)} cases) — "
+            "check that the files are the ones you meant, or "
+            + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
     return result
 
 

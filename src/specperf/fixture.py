@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,6 +264,22 @@ class PerfSession:
         env = run_env(
             self.options.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX)
         )
+        if spec is not None:
+            # Seconds, not a minute-long server start, to learn that the draft cannot
+            # share the target's vocabulary.
+            from specperf.preflight import preflight_spec
+
+            base = self.baseline_case(Case(config_id=config_id, concurrency=p.concurrencies[0]))
+            rate = base.acceptance.rate if base is not None and base.acceptance else None
+            vocab = preflight_spec(target, spec, [*p.serve_args, *cfg.serve_args],
+                                   acceptance=rate, env=env)
+            if vocab is not None:
+                self.say(f"specperf: {config_id}: {vocab.message}")
+                if vocab.ok is False:
+                    err = ServerError(config_id, f"was not started: {vocab.message}",
+                                      log_path, "(not started: vocabulary preflight)")
+                    self._record_server_error(config_id, err)
+                    raise err
         server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
         self.server_records[config_id] = ServerRecord(
             config_id=config_id, argv=argv, port=port, log_path=str(log_path)
@@ -442,9 +459,12 @@ class PerfSession:
         self.checks.extend(checks)
         return checks
 
-    def assert_gate(self, kind: str, case: Case) -> None:
+    def assert_gate(self, kind: str, case: Case, benchmark: Any = None) -> None:
         """What every perf test calls: measure, check, and fail/skip in plain words."""
         try:
+            if benchmark is not None:
+                result = benchmark.pedantic(self.measure, args=(case,), rounds=1, iterations=1)
+                benchmark.extra_info.update(benchmark_extra_info(result))
             checks = self.evaluate(kind, case)
         except ServerError as exc:
             pytest.fail(f"case {case.id}: {exc}", pytrace=False)
@@ -489,6 +509,31 @@ class PerfSession:
         for c in run.cases:
             cases[c.case] = c
         return Baseline(provenance=run.provenance, cases=list(cases.values()))
+
+
+def benchmark_extra_info(result: CaseResult) -> dict[str, Any]:
+    """A case's figures, flat, for pytest-benchmark's extra_info."""
+    acc = result.acceptance
+    info: dict[str, Any] = {
+        "case": result.case.id,
+        "config": result.case.config_id,
+        "concurrency": result.case.concurrency,
+        "vllm_version": result.vllm_version,
+        "ttft_ms_median": result.ttft_ms.median,
+        "tpot_ms_median": result.tpot_ms.median,
+        "e2e_ms_median": result.e2e_ms.median,
+        "ttft_ms_p99": result.ttft_ms.p99,
+        "tpot_ms_p99": result.tpot_ms.p99,
+        "output_throughput_tok_s": result.output_throughput,
+        "request_throughput_req_s": result.request_throughput,
+        "requests": result.n_requests,
+        "errors": result.n_errors,
+    }
+    if acc is not None:
+        info["acceptance_rate"] = acc.rate
+        info["mean_acceptance_length"] = acc.mean_acceptance_length
+        info["acceptance_per_position"] = acc.per_position_rate
+    return info
 
 
 def default_run_dir(rootdir: Path, profile: str) -> Path:

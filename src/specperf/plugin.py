@@ -241,41 +241,68 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop_all_servers()  # also any server interrupted while it was still starting
     if not ps.results and not ps.server_errors:
         return
-    run = ps.run_result()
-    run_json = run.model_dump_json(indent=1)
     from specperf.baseline import atomic_write_text
+    from specperf.compare import compare_runs
+    from specperf.report import write_all
 
-    atomic_write_text(ps.options.run_dir / "run.json", run_json)
+    run = ps.run_result()
+    atomic_write_text(ps.options.run_dir / "run.json", run.model_dump_json(indent=1))
+    comparison = None
+    if ps.baseline is not None:
+        comparison = compare_runs(run, ps.baseline, baseline_label=str(ps.baseline_path),
+                                  force=True)
+    # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and the
+    # GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails is a
+    # warning; the run's verdict does not depend on it.
+    write_all(run, ps.options.run_dir, ps.baseline, comparison=comparison, strict=False)
     if ps.options.json_path is not None:
-        atomic_write_text(ps.options.json_path, run_json)
-    session.config.stash[_RUN] = run
+        atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
+    session.config.stash[_RUN] = (run, comparison)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     if ps.options.update_baselines and ps.baseline_path is not None:
+        regressions = comparison.regressions if comparison is not None else []
         if interrupted:
             ps.say("specperf: run interrupted — baseline NOT updated")
-        elif run.failed and not ps.options.force:
-            ps.say(f"specperf: {len(run.failed)} check(s) failed — baseline NOT updated "
-                   "(use --perf-force to accept this run anyway)")
+        elif (run.failed or regressions) and not ps.options.force:
+            ps.say(f"specperf: {len(run.failed)} failed check(s), {len(regressions)} "
+                   "regression(s) against the baseline — baseline NOT updated (use --perf-force "
+                   "to accept this run anyway)")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif not run.cases:
             ps.say("specperf: nothing was measured — baseline NOT updated")
         else:
             new = ps.updated_baseline(run)
             write_baseline(ps.baseline_path, new)
-            ps.say(f"specperf: baseline written: {ps.baseline_path} ({len(new.cases)} cases)")
+            ps.say(f"specperf: baseline written: {ps.baseline_path} ({len(new.cases)} cases; "
+                   f"previous kept in {ps.baseline_path.parent / 'history'})")
 
 
 _RUN = pytest.StashKey[Any]()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    run = config.stash.get(_RUN, None)
-    if run is None:
+    stashed = config.stash.get(_RUN, None)
+    if stashed is None:
         return
-    from specperf.report.console import render_run
+    run, comparison = stashed
+    from specperf.report.console import render_comparison, render_run
 
     terminalreporter.section("specperf")
-    width = max(80, min(terminalreporter._tw.fullwidth, 160))  # noqa: SLF001
-    terminalreporter.write(render_run(run, width=width,
-                                      color=terminalreporter._tw.hasmarkup))  # noqa: SLF001
-    terminalreporter.write_line(f"run file: {Path(run.run_dir) / 'run.json'}")
+    tw = terminalreporter._tw  # noqa: SLF001 - pytest's own writer knows width and colour
+    width = max(80, min(tw.fullwidth, 160))
+    verbose = config.getoption("verbose") > 0
+    terminalreporter.write(render_run(run, width=width, color=tw.hasmarkup))
+    if comparison is not None:
+        terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
+                                                 verbose=verbose))
+    if any(c.method for c in run.cases):
+        from specperf.advice import advise
+        from specperf.report import render_advice
+
+        try:
+            advice = advise(run, perf_session(config).baseline)
+            terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup))
+        except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
+            terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")
+    terminalreporter.write_line(f"run directory: {run.run_dir} (run.json, report.html, "
+                                "report.md, plots/)")

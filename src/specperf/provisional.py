@@ -16,8 +16,10 @@ The file is generated, never hand-edited::
     python -m specperf.provisional            # rewrite baselines/a100-qwen3-32b/...
     python -m specperf.provisional --check    # exit 1 if the stored file is stale
 
-and ``provenance.profile_hash`` is the hash of the profile as it is now, so the file
-must be regenerated whenever the profile changes what it measures (a test says so).
+``provenance.profile_hash`` and each case's ``config_hash`` are the profile's as it is
+now (what a measured run records), so the fixture finds the cases comparable; after a
+change of what the profile measures (model, arguments, workload, sampling) the file
+must be regenerated, and tests/test_provisional.py fails until it is.
 """
 
 from __future__ import annotations
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=Path.cwd(),
                     help="repository root (holds perf_tests/profiles and baselines); default: .")
     ap.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 if a stored file differs from what would be written")
+                    help="write nothing; exit 1 if a stored file differs from what it would write")
     args = ap.parse_args(argv)
     stale = 0
     for published in PUBLISHED.values():

@@ -371,6 +371,7 @@ def _write_model(
 
     out.mkdir(parents=True)
     save_file(sd, str(out / _WEIGHTS), metadata={"format": "pt"})
+    os.chmod(out / _WEIGHTS, 0o644)  # safetensors creates it 0600; a cache may be shared
     _write_json(out / "config.json", config)
     _write_json(
         out / "generation_config.json",

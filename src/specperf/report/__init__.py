@@ -1,1 +1,172 @@
-"""Renderers: interchangeable views (console, markdown, JSON, plots) of one RunResult."""
+"""Renderers: interchangeable views (console, markdown, HTML, plots, JSON) of one RunResult.
+
+``write_all(run, out_dir, baseline=None)`` is what the pytest plugin calls at the end of a
+run, and what ``specperf report`` calls: it fills ``out_dir`` with
+
+====================  ==========================================================
+run.json              the RunResult itself (the source of every other file)
+comparison.json       the RunComparison against ``baseline`` (when given)
+report.md             GitHub-flavoured markdown, < 1 MiB (tables cut if needed)
+report.html           one self-contained offline page, charts embedded
+report.txt            the console view, no colour, 100 columns
+plots/*.png           the charts (and ``vs_baseline_*`` overlays with a baseline)
+====================  ==========================================================
+
+and, on GitHub Actions (``$GITHUB_STEP_SUMMARY`` set), appends the markdown to the job's
+summary page. The renderer modules import matplotlib/scipy lazily through this function,
+so ``import specperf.report`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specperf.compare import CompareRules, RunComparison
+    from specperf.schemas import Baseline, RunResult
+
+__all__ = ["TEXT_WIDTH", "render_advice", "write_all"]
+
+
+def render_advice(advice: Any, width: int, color: bool) -> str:
+    """The advice section as console text (rich), for the terminal and report.txt."""
+    import io
+
+    from rich.console import Console
+
+    from specperf.cli_advise import advice_console
+
+    buf = io.StringIO()
+    Console(file=buf, width=width, force_terminal=color, no_color=not color,
+            highlight=False).print(advice_console(advice))
+    return buf.getvalue()
+
+TEXT_WIDTH = 100
+
+
+def _readable(paths: list[Path]) -> None:
+    """Atomic writes create 0600 temp files; give the reports the usual umask mode so a CI
+    artifact uploader or a colleague's account can read them."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for p in paths:
+        try:
+            os.chmod(p, 0o666 & ~umask)
+        except OSError:
+            pass
+
+
+def write_all(
+    run: RunResult,
+    out_dir: Path | str,
+    baseline: RunResult | Baseline | None = None,
+    *,
+    comparison: RunComparison | None = None,
+    rules: CompareRules | None = None,
+    baseline_label: str | None = None,
+    step_summary: bool = True,
+    strict: bool = True,
+) -> dict[str, Path]:
+    """Write every artifact of a run into ``out_dir``; returns name → path.
+
+    Names: ``run``, ``comparison``, ``markdown``, ``html``, ``text``, ``step_summary`` and
+    ``plot:<key>`` for each chart. With ``strict=False`` (what the pytest plugin wants) a
+    renderer that fails is reported as a warning and the others are still written, so one
+    bad chart never costs the run its report.
+    """
+    from specperf.baseline import atomic_write_text
+    from specperf.report import console, html, markdown, plots
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+
+    def step(name: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            if strict:
+                raise
+            warnings.warn(f"specperf: could not write the {name} of the run in {out}: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=3)
+            return None
+
+    def write_run() -> None:
+        atomic_write_text(out / "run.json", run.model_dump_json(indent=1) + "\n")
+        written["run"] = out / "run.json"
+
+    step("run file", write_run)
+
+    if comparison is None and baseline is not None:
+        from specperf.compare import compare_runs
+
+        label = baseline_label or run.baseline_path
+        comparison = step("comparison", lambda: compare_runs(
+            run, baseline, rules, run_label=str(out / "run.json"), baseline_label=label))
+    if comparison is not None:
+        cmp = comparison
+
+        def write_cmp() -> None:
+            atomic_write_text(out / "comparison.json", cmp.model_dump_json(indent=1) + "\n")
+            written["comparison"] = out / "comparison.json"
+
+        step("comparison file", write_cmp)
+
+    advice = None
+    if any(c.method for c in run.cases):
+        from specperf.advice import advise
+
+        advice = step("advice", lambda: advise(
+            run, baseline, baseline_name=baseline_label or run.baseline_path))
+    if advice is not None:
+        adv = advice
+
+        def write_advice() -> None:
+            atomic_write_text(out / "advice.json", adv.model_dump_json(indent=1) + "\n")
+            written["advice"] = out / "advice.json"
+
+        step("advice file", write_advice)
+
+    charts = step("charts", lambda: plots.write_plots(run, out / "plots", baseline)) or {}
+    for key, path in charts.items():
+        written[f"plot:{key}"] = path
+
+    def write_md() -> None:
+        path = markdown.write_markdown(out / "report.md", run, comparison)
+        if advice is not None:
+            from specperf.cli_advise import advice_markdown
+
+            text = path.read_text(encoding="utf-8")
+            section = "\n" + advice_markdown(advice, heading="###")
+            if len((text + section).encode()) <= markdown.MAX_BYTES:
+                atomic_write_text(path, text + section)
+        written["markdown"] = path
+
+    def write_html() -> None:
+        written["html"] = html.write_html(out / "report.html", run, comparison, charts,
+                                          make_plots=False)
+
+    def write_text() -> None:
+        text = console.render_run(run, width=TEXT_WIDTH, color=False)
+        if comparison is not None:
+            text += "\n" + console.render_comparison(comparison, width=TEXT_WIDTH, color=False,
+                                                     verbose=True)
+        if advice is not None:
+            text += "\n" + render_advice(advice, width=TEXT_WIDTH, color=False)
+        atomic_write_text(out / "report.txt", text)
+        written["text"] = out / "report.txt"
+
+    step("markdown report", write_md)
+    step("HTML report", write_html)
+    step("text report", write_text)
+    _readable([p for k, p in written.items() if k != "step_summary" and not k.startswith("plot:")])
+    if step_summary:
+        summary = step("GitHub step summary",
+                       lambda: markdown.write_step_summary(run, comparison))
+        if summary is not None:
+            written["step_summary"] = summary
+    return written

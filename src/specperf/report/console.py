@@ -138,8 +138,13 @@ def _signed(ratio: float, digits: int = 1) -> str:
     return f"{(ratio - 1.0) * 100:+.{digits}f}"
 
 
-def delta_text(m: Comparison) -> tuple[str, str]:
-    """(change, interval) as shown in every renderer, e.g. ('+30.0 %', '[+25.1, +35.0]')."""
+#: Sample kinds judged by the budget rule (no interval; min_effect holds the budget).
+BUDGET_SAMPLES = ("trial_means", "summary")
+
+
+def delta_text(m: Comparison, detail: MetricDetail | None = None) -> tuple[str, str]:
+    """(change, interval) as shown in every renderer, e.g. ('+30.0 %', '[+25.1, +35.0]');
+    for a rate the absolute difference and its tolerance; for the budget rule the budget."""
     if m.statistic == "rate":
         diff = m.current - m.baseline
         return f"{diff:+.4f}", f"tol ±{m.min_effect:g}"
@@ -147,7 +152,7 @@ def delta_text(m: Comparison) -> tuple[str, str]:
         return "—", "(undefined)"
     change = f"{_signed(m.ratio)} %"
     if math.isnan(m.ci_low) or math.isnan(m.ci_high):
-        if m.p_value is None and m.n_baseline:
+        if detail is not None and detail.samples in BUDGET_SAMPLES:
             return change, f"budget ±{m.min_effect * 100:g} %"
         return change, "(no CI)"
     return change, f"[{_signed(m.ci_low)}, {_signed(m.ci_high)}]"
@@ -171,14 +176,14 @@ def _delta(c: GateCheck) -> Text:
 
 def checks_table(run: RunResult) -> Table:
     t = Table(title="specperf gate checks", show_lines=False, header_style="bold",
-              box=box.SIMPLE_HEAD)
+              box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("case", no_wrap=True)
-    t.add_column("metric")
+    t.add_column("metric", min_width=22)  # "acceptance_rate[pos 1]" on one line at 80 cols
     t.add_column("baseline", justify="right")
     t.add_column("current", justify="right")
     t.add_column("Δ", justify="right")
     t.add_column("limit", justify="right")
-    t.add_column("verdict", justify="center")
+    t.add_column("result", justify="center")
     order = {"fail": 0, "skip": 2, "pass": 1}
     for c in sorted(run.checks, key=lambda c: (order[c.outcome], c.case.config_id,
                                                c.case.concurrency)):
@@ -196,7 +201,7 @@ def checks_table(run: RunResult) -> Table:
 def cases_table(run: RunResult | Baseline | Iterable[CaseResult],
                 title: str = "specperf measurements") -> Table:
     cases = run.cases if isinstance(run, RunResult | Baseline) else list(run)
-    t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD)
+    t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("case", "TTFT p50 ms", "TPOT p50 ms", "E2E p50 ms", "out tok/s", "accept",
                 "accept per position", "err"):
         t.add_column(col, justify="left" if col == "case" else "right", no_wrap=col == "case")
@@ -215,13 +220,13 @@ def _acc(r: CaseResult) -> tuple[str, str]:
     return f"{a.rate:.3f}", " ".join(f"{x:.2f}" for x in a.per_position_rate)
 
 
-def provenance_line(p: Provenance) -> str:
+def provenance_line(p: Provenance, provisional: bool = True) -> str:
     parts = [f"{p.profile_name} ({p.profile_hash[:8]})", p.hardware,
              f"vLLM {p.vllm_version or '?'}", f"{p.date:%Y-%m-%d}"]
     if p.git_commit:
         parts.append(f"commit {p.git_commit[:10]}")
     line = " · ".join(parts)
-    return line + (f" · PROVISIONAL: {p.provisional}" if p.provisional else "")
+    return line + (f" · PROVISIONAL: {p.provisional}" if p.provisional and provisional else "")
 
 
 def render_run(run: RunResult, width: int | None = None, color: bool | None = None) -> str:
@@ -284,8 +289,8 @@ def _value_cell(v: float, unit: str, spread: float | None) -> Text:
     return t
 
 
-def _delta_cell(m: Comparison) -> Text:
-    change, interval = delta_text(m)
+def _delta_cell(m: Comparison, d: MetricDetail | None) -> Text:
+    change, interval = delta_text(m, d)
     style = VERDICT_STYLE[m.verdict] if m.verdict in (Verdict.REGRESSION,
                                                        Verdict.IMPROVEMENT) else ""
     t = Text(change, style=style)
@@ -337,7 +342,7 @@ def _group_tables(cmp: RunComparison, verbose: bool
         footer: list[RenderableType] = []
         reasons: list[RenderableType] = []
         hidden = 0
-        rows = []
+        rows: list[tuple[CaseComparison, Comparison, MetricDetail | None]] = []
         for cc in sorted(ccs, key=lambda c: c.case.concurrency):
             visible = _rows(cc, verbose)
             hidden += len(cc.comparisons) - len(visible)
@@ -352,7 +357,7 @@ def _group_tables(cmp: RunComparison, verbose: bool
                 _metric_cell(m, d),
                 _value_cell(m.baseline, d.unit if d else "", d.baseline_spread if d else None),
                 _value_cell(m.current, d.unit if d else "", d.current_spread if d else None),
-                _delta_cell(m),
+                _delta_cell(m, d),
                 Text(VERDICT_WORD[m.verdict], style=VERDICT_STYLE[m.verdict]),
             )
             if m.verdict is Verdict.REGRESSION or (verbose and m.verdict is not
@@ -384,8 +389,11 @@ def render_comparison(cmp: RunComparison, width: int | None = None,
         console.print(Text(f"  run:      {cmp.run_label}"))
     if cmp.baseline_label:
         console.print(Text(f"  baseline: {cmp.baseline_label}"))
-    console.print(Text(f"  run:      {provenance_line(cmp.run_provenance)}", style="dim"))
-    console.print(Text(f"  baseline: {provenance_line(cmp.baseline_provenance)}", style="dim"))
+    # (a provisional side is said in the notes below)
+    console.print(Text(f"  run:      {provenance_line(cmp.run_provenance, False)}",
+                       style="dim"))
+    console.print(Text(f"  baseline: {provenance_line(cmp.baseline_provenance, False)}",
+                       style="dim"))
     for r in cmp.refusals:
         console.print(Text(f"REFUSED: {r}", style="bold red"))
     for n in cmp.notes:
@@ -401,12 +409,10 @@ def render_comparison(cmp: RunComparison, width: int | None = None,
         if footer:
             console.print(Group(*footer))
     console.print()
-    n = cmp.counts()
-    if cmp.refused:
+    counts = cmp.counts()
+    if cmp.refused or counts[Verdict.REGRESSION]:
         style = "bold red"
-    elif n[Verdict.REGRESSION]:
-        style = "bold red"
-    elif n[Verdict.INCONCLUSIVE]:
+    elif counts[Verdict.INCONCLUSIVE]:
         style = "bold yellow"
     else:
         style = "bold green"

@@ -123,11 +123,8 @@ def _case(cfg: SynthConfig, c: int, *, trials: int, requests: int, output_tokens
                                          chunks=output_tokens))
             if (r + 1) % c == 0:
                 clock += e2e
-        duration = max((s.start_s + (s.e2e_s or 0.0) for s in samples), default=1.0)
-        if samples:
-            duration = max(duration, len(samples) * output_tokens * tpot * drift / 1000.0 / c)
-        else:
-            duration = 1.0
+        # Steady state: c streams busy all the time, so the trial lasts sum(e2e) / c.
+        duration = sum(s.e2e_s or 0.0 for s in samples) / c if samples else 1.0
         tokens = sum(s.output_tokens for s in samples)
         acc = None
         if cfg.k is not None:
@@ -191,7 +188,7 @@ def synthetic_run(
     hardware: str = "1 × NVIDIA A100-SXM4-80GB",
     hardware_id: str = "gpu-nvidia-a100-sxm4-80gb-x1",
     vllm_version: str = "0.32.0",
-    run_dir: str = "/tmp/specperf-synthetic",
+    run_dir: str = "synthetic-run",
 ) -> RunResult:
     """A deterministic (per ``seed``) synthetic run of the configs × concurrencies matrix."""
     rng = np.random.default_rng(seed)
@@ -235,14 +232,13 @@ def scale_latency(result: RunResult | Baseline, factor: float, *, metric: str = 
         for t in case.trials:
             samples = []
             for s in t.samples:
-                if s.ok and s.ttft_s is not None and s.e2e_s is not None:
+                ttft, end = s.ttft_s, s.e2e_s
+                if s.ok and ttft is not None and end is not None:
                     if metric == "tpot":
-                        e2e = s.ttft_s + (s.e2e_s - s.ttft_s) * factor
-                        s = s.model_copy(update={"e2e_s": e2e})
+                        s = s.model_copy(update={"e2e_s": ttft + (end - ttft) * factor})
                     else:
-                        shift = s.ttft_s * (factor - 1.0)
-                        s = s.model_copy(update={"ttft_s": s.ttft_s + shift,
-                                                 "e2e_s": s.e2e_s + shift})
+                        shift = ttft * (factor - 1.0)
+                        s = s.model_copy(update={"ttft_s": ttft + shift, "e2e_s": end + shift})
                 samples.append(s)
             grow = factor if metric == "tpot" else 1.0
             trials.append(t.model_copy(update={

@@ -1,0 +1,295 @@
+"""Tests of specperf.compare on a real CPU run file and on synthetic runs (real models)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from specperf.baseline import BaselineError
+from specperf.compare import (
+    CompareRules,
+    MetricRule,
+    RunComparison,
+    as_run,
+    compare_cases,
+    compare_runs,
+    load_result,
+)
+from specperf.report.synthetic import (
+    SynthConfig,
+    scale_latency,
+    scale_throughput,
+    synthetic_run,
+)
+from specperf.schemas import Baseline, RunResult
+from specperf.stats import Direction, Verdict
+
+REAL_RUN = Path(__file__).parent / "data" / "run-cpu-tiny.json"
+CONFIGS = (
+    SynthConfig("nospec", "no spec"),
+    SynthConfig("d-k3", "draft k=3", "draft_model", "org/draft", 3, 0.75, 2.0),
+)
+
+
+@pytest.fixture(scope="module")
+def real() -> RunResult:
+    run = load_result(REAL_RUN)
+    assert isinstance(run, RunResult)
+    return run
+
+
+@pytest.fixture(scope="module")
+def five_trials() -> RunResult:
+    return synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3)
+
+
+def verdicts(cmp: RunComparison) -> dict[tuple[str, str], Verdict]:
+    return {(cc.case.id, m.metric): m.verdict for cc, m in cmp.all()}
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_load_result_tells_run_from_baseline(real: RunResult, tmp_path: Path) -> None:
+    base = Baseline(provenance=real.provenance, cases=real.cases)
+    path = tmp_path / "b.json"
+    path.write_text(base.model_dump_json())
+    loaded = load_result(path)
+    assert isinstance(loaded, Baseline)
+    assert loaded.cases == real.cases
+
+
+def test_load_result_truncated_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text(REAL_RUN.read_text()[:3000])
+    with pytest.raises(BaselineError, match=r"cut\.json: not valid JSON \(line \d+"):
+        load_result(path)
+
+
+def test_load_result_bad_field_names_field(tmp_path: Path, real: RunResult) -> None:
+    data = json.loads(real.model_dump_json())
+    data["cases"][0]["n_requests"] = "many"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match=r"cases\.0\.n_requests"):
+        load_result(path)
+
+
+def test_as_run_of_a_baseline(real: RunResult) -> None:
+    base = Baseline(provenance=real.provenance, cases=real.cases)
+    run = as_run(base, "/x/baselines/p/hw.json")
+    assert isinstance(run, RunResult) and run.cases == real.cases
+    assert run.run_dir == "/x/baselines/p"
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_real_run_against_itself_has_no_regression(real: RunResult) -> None:
+    cmp = compare_runs(real, real)
+    assert cmp.exit_code == 0 and not cmp.refusals
+    assert {cc.case.id for cc in cmp.cases} == {c.case.id for c in real.cases}
+    assert cmp.counts()[Verdict.REGRESSION] == 0
+    assert cmp.counts()[Verdict.IMPROVEMENT] == 0
+    # One trial per case: latencies per request, with the drift caveat said everywhere.
+    tpot = next(m for cc, m in cmp.all() if m.metric == "TPOT")
+    assert "understates run-to-run drift" in tpot.reason
+    assert any("understates run-to-run drift" in n for n in cmp.notes)
+    detail = cmp.cases[0].details["TPOT"]
+    assert detail.samples == "requests" and detail.note
+
+
+def test_real_run_30pct_tpot_regression_is_named(real: RunResult) -> None:
+    cur = scale_latency(real, 1.3, cases=["self-k3"])
+    cmp = compare_runs(cur, real)
+    v = verdicts(cmp)
+    assert v[("self-k3-c1", "TPOT")] is Verdict.REGRESSION
+    assert cmp.exit_code == 1
+    reg = dict(((cc.case.id, m.metric), m) for cc, m in cmp.regressions)
+    assert reg[("self-k3-c1", "TPOT")].ratio == pytest.approx(1.3, rel=0.02)
+    # Untouched cases cannot regress; acceptance is unchanged by a latency change.
+    assert all(cid == "self-k3-c1" for cid, _ in reg)
+    assert v[("self-k3-c1", "acceptance_rate")] is Verdict.UNCHANGED
+
+
+def test_per_trial_samples_when_five_trials(five_trials: RunResult) -> None:
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    cmp = compare_runs(cur, five_trials)
+    for cc in cmp.cases:
+        assert cc.baseline_trials == 6
+        assert cc.details["TPOT"].samples == "trials"
+        assert cc.details["output throughput"].samples == "trials"
+    tpot = {cc.case.id: m for cc, m in cmp.all() if m.metric == "TPOT"}
+    assert tpot["d-k3-c1"].verdict is Verdict.REGRESSION
+    assert tpot["d-k3-c1"].n_baseline == 6  # one value per trial
+    assert tpot["nospec-c1"].verdict is not Verdict.REGRESSION
+    assert not any("understates" in n for n in cmp.notes)
+
+
+def test_improvement_is_not_a_regression(five_trials: RunResult) -> None:
+    cur = scale_latency(five_trials, 0.7, cases=["d-k3"])
+    cmp = compare_runs(cur, five_trials)
+    tpot = {cc.case.id: m.verdict for cc, m in cmp.all() if m.metric == "TPOT"}
+    assert tpot["d-k3-c8"] is Verdict.IMPROVEMENT
+    assert cmp.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("factor", "expected"),
+    [(0.80, Verdict.REGRESSION), (0.99, Verdict.UNCHANGED), (0.92, Verdict.INCONCLUSIVE),
+     (1.25, Verdict.IMPROVEMENT)],
+)
+def test_throughput_budget_with_one_trial(factor: float, expected: Verdict) -> None:
+    base = synthetic_run(configs=CONFIGS[:1], concurrencies=(4,), trials=1, requests=6)
+    cur = scale_throughput(base, factor)
+    (cc,) = compare_runs(cur, base).cases
+    m = next(m for m in cc.comparisons if m.metric == "output throughput")
+    assert m.verdict is expected, m.reason
+    assert math.isnan(m.ci_low) and m.p_value is None
+    assert m.min_effect == pytest.approx(0.15)
+    assert cc.details["output throughput"].samples == "trial_means"
+    assert "±15 %" in m.reason
+
+
+def test_acceptance_per_position_with_absolute_tolerance(five_trials: RunResult) -> None:
+    worse = synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3,
+                          accept_shift=-0.05)
+    cmp = compare_runs(worse, five_trials)
+    v = verdicts(cmp)
+    assert v[("d-k3-c1", "acceptance_rate")] is Verdict.REGRESSION
+    for pos in range(3):
+        assert v[("d-k3-c1", f"acceptance_rate[pos {pos}]")] is Verdict.REGRESSION
+    assert ("nospec-c1", "acceptance_rate") not in v  # no-spec has no acceptance
+    m = next(m for cc, m in cmp.all() if m.metric == "acceptance_rate")
+    assert m.statistic == "rate" and m.min_effect == 0.0005
+
+
+def test_rules_override_min_effect_and_disable(five_trials: RunResult) -> None:
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    rules = CompareRules()
+    rules.metrics["tpot"] = MetricRule(name="TPOT", unit="ms",
+                                       direction=Direction.LOWER_IS_BETTER,
+                                       statistic="median", min_effect=0.60)
+    rules.metrics["e2e"] = rules.metrics["e2e"].model_copy(update={"enabled": False})
+    cmp = compare_runs(cur, five_trials, rules)
+    v = verdicts(cmp)
+    assert v[("d-k3-c1", "TPOT")] is not Verdict.REGRESSION  # 30 % < 60 %
+    assert not any(metric == "E2E" for _, metric in v)
+
+
+def test_rules_reject_unknown_keys() -> None:
+    with pytest.raises(ValidationError):
+        CompareRules.model_validate({"metrics": {"tpot_typo": {}}})
+    with pytest.raises(ValidationError):
+        CompareRules.model_validate({"min_trails": 3})
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_other_hardware_is_refused_with_a_way_out(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"hardware_id": "gpu-nvidia-h100-x1", "hardware": "1 × H100"})})
+    cmp = compare_runs(real, other)
+    assert cmp.exit_code == 2 and cmp.refused and not cmp.cases
+    (msg,) = cmp.refusals
+    assert "hardware differs" in msg and "gpu-nvidia-h100-x1" in msg
+    assert "--perf-update-baselines" in msg
+    assert "refused" in cmp.summary_line()
+
+
+def test_other_profile_is_refused(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"profile_hash": "0000000000000000"})})
+    cmp = compare_runs(real, other)
+    assert cmp.exit_code == 2
+    assert "profile differs" in cmp.refusals[0] and "--perf-update-baselines" in cmp.refusals[0]
+
+
+def test_force_compares_anyway(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"hardware_id": "elsewhere"})})
+    cmp = compare_runs(real, other, force=True)
+    assert not cmp.refusals and cmp.cases and cmp.exit_code == 0
+    assert any(n.startswith("compared despite") for n in cmp.notes)
+
+
+def test_changed_k_is_refused_per_case(real: RunResult) -> None:
+    cases = [c.model_copy(update={"num_speculative_tokens": 5}) if c.method else c
+             for c in real.cases]
+    changed = real.model_copy(update={"cases": cases})
+    cmp = compare_runs(changed, real)
+    assert cmp.exit_code == 2
+    assert "self-k3-c1" in cmp.refusals[0] and "k 3 → 5" in cmp.refusals[0]
+
+
+def test_vllm_version_change_is_a_note_not_a_refusal(real: RunResult) -> None:
+    newer = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"vllm_version": "0.33.0"})})
+    cmp = compare_runs(newer, real)
+    assert not cmp.refusals
+    assert any("vLLM 0.32.0 (baseline) → 0.33.0 (run)" in n for n in cmp.notes)
+
+
+def test_cases_only_on_one_side_are_listed(real: RunResult) -> None:
+    fewer = real.model_copy(update={"cases": real.cases[:1]})
+    cmp = compare_runs(fewer, real)
+    assert [c.id for c in cmp.only_in_baseline] == [c.case.id for c in real.cases[1:]]
+    assert len(cmp.cases) == 1
+    assert any("only in the baseline" in n for n in cmp.notes)
+
+
+def test_comparison_json_round_trip_keeps_nan(real: RunResult) -> None:
+    cmp = compare_runs(scale_throughput(real, 0.5), real)
+    text = cmp.model_dump_json()
+    assert '"NaN"' in text  # the budget rule's missing interval
+    back = RunComparison.model_validate_json(text)
+    assert back.summary_line() == cmp.summary_line()
+    assert back.exit_code == cmp.exit_code == 1
+
+
+def test_compare_cases_directly(real: RunResult) -> None:
+    a = real.cases[-1]
+    cc = compare_cases(a, a)
+    assert {m.metric for m in cc.comparisons} >= {"TTFT", "TPOT", "E2E", "output throughput",
+                                                  "acceptance_rate", "acceptance_rate[pos 2]"}
+    assert cc.worst in (Verdict.UNCHANGED, Verdict.INCONCLUSIVE)
+
+
+# --------------------------------------------------------------------------- summaries only
+
+PUBLISHED = (Path(__file__).parents[1] / "baselines" / "a100-qwen3-32b"
+             / "gpu-nvidia-a100-sxm4-80gb-x1.json")
+
+
+@pytest.mark.skipif(not PUBLISHED.exists(), reason="no provisional A100 baseline in this checkout")
+def test_published_baseline_without_samples_uses_the_budget_rule() -> None:
+    published = load_result(PUBLISHED)
+    assert isinstance(published, Baseline) and published.provenance.provisional
+    target = published.cases[0]
+    worse = target.model_copy(update={"tpot_ms": target.tpot_ms.model_copy(
+        update={"mean": target.tpot_ms.mean * 1.3})})
+    run = as_run(published.model_copy(update={"cases": [worse, *published.cases[1:]]}))
+    cmp = compare_runs(run, published)
+    assert cmp.exit_code == 1
+    (reg_case, reg), = cmp.regressions
+    assert reg_case.case == target.case and reg.metric == "TPOT"
+    assert reg.statistic == "mean" and reg.min_effect == 0.15 and math.isnan(reg.ci_low)
+    assert "no request samples" in reg.reason
+    assert reg_case.details["TPOT"].samples == "summary"
+    # E2E is not in a published table: said once for the run, not once per case
+    assert any(n.startswith("E2E not compared") and n.endswith(f"({len(cmp.cases)} cases)")
+               for n in cmp.notes)
+    assert not any("E2E" in n for cc in cmp.cases for n in cc.notes)
+    assert any("provisional" in n for n in cmp.notes)
+
+
+def test_nothing_in_common_is_refused(real: RunResult) -> None:
+    cmp = compare_runs(real.model_copy(update={"cases": real.cases[:1]}),
+                       real.model_copy(update={"cases": real.cases[1:]}))
+    assert cmp.exit_code == 2
+    assert cmp.refusals[0].startswith("nothing to compare: no case is present in both")

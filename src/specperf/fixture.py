@@ -73,6 +73,7 @@ class PerfSession:
     #: No-spec trials interleaved with a spec case's own, for its paired TPOT gain.
     paired: dict[Case, CaseResult] = field(default_factory=dict)
     paired_errors: dict[Case, str] = field(default_factory=dict)
+    proxies: dict[str, Any] = field(default_factory=dict)
     measure_errors: dict[Case, str] = field(default_factory=dict)
     checks: list[GateCheck] = field(default_factory=list)
     baseline: Baseline | None = None
@@ -309,6 +310,9 @@ class PerfSession:
         self.servers.pop(config_id, None)
 
     def stop_server(self, config_id: str) -> None:
+        proxy = self.proxies.pop(config_id, None)
+        if proxy is not None:
+            proxy.stop()
         server = self.servers.pop(config_id, None)
         if server is not None:
             server.stop()
@@ -330,13 +334,34 @@ class PerfSession:
         started = utcnow()
         before = fetch_counters(server.base_url)
         load = run_load(
-            server.base_url, server.argv[server.argv.index("--model") + 1],
+            self._load_url(server), server.argv[server.argv.index("--model") + 1],
             self.prompts(), p.sampling, concurrency, p.load.requests_at(concurrency),
             warmup_requests=p.load.warmup_requests if warmup else 0,
             request_timeout_s=p.load.request_timeout_s,
         )
         after = fetch_counters(server.base_url)
         return make_trial(index, started, load, counter_delta(before, after))
+
+    def _load_url(self, server: VllmServer) -> str:
+        """Where load goes: the server, or — for gate experiments only — a delaying proxy
+        in front of it (SPECPERF_PROXY_DELAY_MS; SPECPERF_PROXY_CONFIGS picks configs,
+        default every spec config). Counters are always read from the server itself."""
+        delay = os.environ.get("SPECPERF_PROXY_DELAY_MS")
+        if not delay:
+            return server.base_url
+        wanted = [c for c in os.environ.get("SPECPERF_PROXY_CONFIGS", "").split(",") if c]
+        is_spec = self.profile.config(server.config_id).is_spec
+        if (wanted and server.config_id not in wanted) or (not wanted and not is_spec):
+            return server.base_url
+        proxy = self.proxies.get(server.config_id)
+        if proxy is None or proxy.target != server.base_url:
+            from specperf.proxy import DelayProxy
+
+            proxy = DelayProxy(server.base_url, float(delay) / 1000).start()
+            self.proxies[server.config_id] = proxy
+            self.say(f"specperf: FAULT INJECTION: {server.config_id} load via +{delay} ms/chunk "
+                     f"proxy {proxy.base_url}")
+        return proxy.base_url
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         g = self.profile.gates_for(cfg).tpot_gain

@@ -259,7 +259,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
     session.config.stash[_RUN] = (run, comparison)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-    if ps.options.update_baselines and ps.baseline_path is not None:
+    if ps.options.update_baselines and os.environ.get("SPECPERF_PROXY_DELAY_MS"):
+        ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
+    elif ps.options.update_baselines and ps.baseline_path is not None:
         regressions = comparison.regressions if comparison is not None else []
         if interrupted:
             ps.say("specperf: run interrupted — baseline NOT updated")

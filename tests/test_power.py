@@ -1,0 +1,125 @@
+"""specperf.power / `specperf power`, and benchmarks/gate_experiments.py --dry-run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specperf.cli import main as cli_main
+from specperf.measure import case_result, make_trial
+from specperf.power import power_lines, power_report
+from specperf.profile import ServerConfig
+from specperf.schemas import Baseline, Case, LoadResult, Provenance, RequestSample
+from specperf.stats import min_detectable_effect, required_trials
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _prov() -> Provenance:
+    return Provenance(
+        specperf_version="0.0", vllm_version="0.0.test", hardware_id="cpu-test-2c",
+        hardware="test CPU, 2 cores", accelerator="cpu", python_version="3.11",
+        profile_name="synthetic", profile_hash="0" * 16,
+        date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )
+
+
+def _baseline(trials: int, *, requests: int = 8, trial_cv: float = 0.05,
+              seed: int = 0) -> Baseline:
+    """Trials whose TPOT level drifts by `trial_cv` (log-normal), requests jitter 2 %."""
+    rng = np.random.default_rng(seed)
+    tlist = []
+    for t in range(trials):
+        level = float(rng.lognormal(0.0, trial_cv))
+        samples = []
+        for i in range(requests):
+            tpot = 0.02 * level * float(rng.lognormal(0.0, 0.02))
+            ttft = 0.1 * float(rng.lognormal(0.0, 0.1))
+            e2e = ttft + tpot * 31
+            samples.append(RequestSample(ok=True, start_s=i * e2e, ttft_s=ttft, e2e_s=e2e,
+                                         output_tokens=32, prompt_tokens=20, chunks=16))
+        load = LoadResult(concurrency=1, samples=samples,
+                          duration_s=sum(s.e2e_s or 0 for s in samples))
+        tlist.append(make_trial(t, datetime(2026, 1, 1, tzinfo=timezone.utc), load, None))
+    cfg = ServerConfig(id="draft-k2")
+    case = case_result(Case(config_id="draft-k2", concurrency=1), cfg, tlist, "0.32.0", "abc")
+    return Baseline(provenance=_prov(), cases=[case])
+
+
+def test_trials_are_the_unit_when_there_are_three_or_more() -> None:
+    report = power_report(_baseline(10), 0.10, simulate=False)
+    tpot = next(m for m in report.cases[0].metrics if m.metric == "TPOT")
+    assert tpot.source == "trials" and tpot.n == 10
+    assert tpot.cv is not None and 0.01 < tpot.cv < 0.15
+    assert tpot.needed == required_trials(tpot.cv, 0.10)
+    assert tpot.detectable == pytest.approx(min_detectable_effect(tpot.cv, 10))
+    thr = next(m for m in report.cases[0].metrics if m.key == "output_throughput")
+    assert thr.source == "trials" and thr.cv is not None
+
+
+def test_few_trials_fall_back_to_requests_and_say_so() -> None:
+    report = power_report(_baseline(2), 0.05, simulate=False)
+    by = {m.key: m for m in report.cases[0].metrics}
+    assert by["tpot"].source == "requests" and by["tpot"].n == 16
+    assert "understates run-to-run drift" in (by["tpot"].note or "")
+    assert by["output_throughput"].source is None and by["output_throughput"].cv is None
+
+
+def test_simulated_power_runs_the_real_rule() -> None:
+    report = power_report(_baseline(8, trial_cv=0.03), 0.20, sim_trials=30, sim_resamples=100)
+    tpot = next(m for m in report.cases[0].metrics if m.key == "tpot")
+    assert tpot.simulated_n == max(tpot.needed or 0, 5)
+    # A 20 % shift over 3 % noise, far above the 5 % minimum effect: nearly always caught.
+    assert tpot.simulated_power is not None and tpot.simulated_power >= 0.8
+
+
+def test_power_lines() -> None:
+    lines = power_lines(_baseline(10), 0.05)
+    tpot = next(ln for ln in lines if " TPOT:" in ln)
+    assert tpot.startswith("draft-k2-c1 TPOT: 10 trials catch ≥ ")
+    assert "5 % needs " in tpot
+    few = power_lines(_baseline(1), 0.05)
+    assert any("not estimated" in ln for ln in few)
+
+
+def test_cli_table_json_and_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(_baseline(6).model_dump_json())
+    assert cli_main(["power", "--baseline", str(path), "--effect", "0.05",
+                     "--sim-trials", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "specperf-power" and data["cases"][0]["case"] == "draft-k2-c1"
+    assert {m["metric"] for m in data["cases"][0]["metrics"]} == {
+        "TTFT", "TPOT", "output throughput"}
+    assert cli_main(["power", "--baseline", str(path), "--effect", "0.1",
+                     "--sim-trials", "0"]) == 0
+    assert "TPOT" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "specperf-baseline", "cases": [')
+    assert cli_main(["power", "--baseline", str(bad), "--effect", "0.05"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(bad) in err
+
+
+def test_gate_experiments_dry_run_prints_the_commands(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gate_experiments.py"), "--dry-run",
+         "--runs", "3", "--tries", "2", "--repeats", "5", "--sizes", "0.05,0.25",
+         "--tpot-ms", "20", "--chunk-tokens", "2.5", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if "-m pytest perf_tests" in ln]
+    # 3 A/A runs + 2 sizes x 2 tries.
+    assert len(lines) == 3 + 2 * 2
+    assert all("--perf-repeats 5" in ln and "--perf-profile" in ln for ln in lines)
+    injected = [ln for ln in lines if "SPECPERF_PROXY_DELAY_MS=" in ln]
+    assert len(injected) == 4
+    assert not out.exists() or not any(out.rglob("run.json"))  # nothing was run

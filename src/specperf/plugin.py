@@ -82,11 +82,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
     def say(msg: str) -> None:
-        if reporter is not None:
+        # Progress goes to the terminal as it happens, not into a test's captured
+        # output: a server start can take a minute and a user wants to see it.
+        if reporter is None:  # pragma: no cover
+            print(msg, flush=True)
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                reporter.write_line(msg)
+                reporter._tw.flush()  # noqa: SLF001
+        else:
             reporter.write_line(msg)
-        else:  # pragma: no cover
-            print(msg)
 
     config.stash[_KEY] = PerfSession(options=opts, say=say)
     # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop.

@@ -79,7 +79,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
-    session.run("ruff", "check", "src", "tests", "perf_tests", "scripts", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "perf_tests", "scripts", "benchmarks", "noxfile.py")
     session.run("zizmor", "--offline", "--strict-collection", ".github/workflows")
 
 

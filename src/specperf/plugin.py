@@ -80,14 +80,14 @@ def pytest_configure(config: pytest.Config) -> None:
         dataset=config.getoption("--perf-dataset") or os.environ.get("SPECPERF_SHAREGPT"),
         models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
     )
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-
-    capman = config.pluginmanager.get_plugin("capturemanager")
 
     def say(msg: str) -> None:
         # Progress goes to the terminal as it happens, not into a test's captured
-        # output: a server start can take a minute and a user wants to see it.
-        if reporter is None:  # pragma: no cover
+        # output: a server start can take a minute and a user wants to see it. Looked
+        # up per call: the terminal reporter registers after this hook runs.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:  # pragma: no cover - e.g. -p no:terminal
             print(msg, flush=True)
             return
         if capman is not None:
@@ -212,6 +212,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         kc = _item_case(item)
         if kc is not None:
             ps.wanted.setdefault(kc[1].config_id, set()).add(kc[1].concurrency)
+            if kc[0] == "tpot_gain":
+                ps.tpot_gain_wanted.add(kc[1])
     for n, item in enumerate(session.items):
         kc = _item_case(item)
         if kc is None:

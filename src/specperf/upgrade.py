@@ -528,6 +528,13 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
                 if got != set(step.cases):
                     failures.setdefault(step.name, "did not measure "
                                         + ", ".join(c.id for c in step.cases if c not in got))
+                first = next((r for side in ("A", "B") for r in runs[side]), run)  # type: ignore[index]
+                if run.provenance.profile_hash != first.provenance.profile_hash:
+                    raise UpgradeError(
+                        f"{step.name}: the profile hashes to {run.provenance.profile_hash} but "
+                        f"hashed to {first.provenance.profile_hash} in {first.run_dir}: the "
+                        "profile (or what it measures) changed during the A/B, so its runs "
+                        "do not compare — rerun it on an unchanging checkout")
                 runs[step.side].append(run)
             else:
                 failures.setdefault(step.name, f"no run file (pytest exited {rc})")

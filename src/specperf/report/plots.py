@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from specperf.measure import sum_acceptance
 from specperf.schemas import Acceptance, Baseline, CaseResult, Provenance, RunResult
 
 __all__ = [
@@ -279,17 +280,10 @@ def plot_vs_concurrency(run: Result, metric: str, path: Path | str,
 
 
 def _sum_acceptance(cases: Sequence[CaseResult]) -> Acceptance | None:
-    parts = [c.acceptance for c in cases if c.acceptance is not None and c.acceptance.drafts]
-    if not parts:
-        return None
-    k = max(len(p.accepted_per_position) for p in parts)
-    return Acceptance(
-        drafts=sum(p.drafts for p in parts),
-        draft_tokens=sum(p.draft_tokens for p in parts),
-        accepted_tokens=sum(p.accepted_tokens for p in parts),
-        accepted_per_position=[sum(p.accepted_per_position[i] for p in parts
-                                   if i < len(p.accepted_per_position)) for i in range(k)],
-    )
+    # Cases that proposed no drafts carry no acceptance information; the sum is the
+    # same one a case's trials are summed with.
+    return sum_acceptance([c.acceptance for c in cases
+                           if c.acceptance is not None and c.acceptance.drafts])
 
 
 def _acceptance_by_config(result: Result) -> dict[str, tuple[CaseResult, Acceptance]]:

@@ -33,6 +33,8 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[1]
 CI_PROFILE = REPO / "tests" / "profiles" / "cpu-ci.toml"
+#: cpu-ci's prompts (its `workload.path`, relative to the profile file).
+CI_DATASET = REPO / "datasets" / "sharegpt-tiny.json"
 RUN_TIMEOUT_S = 1500
 
 
@@ -63,6 +65,8 @@ class Workspace:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTEST_ADDOPTS", None)
+    # It would replace cpu-ci's own prompts (the override beats the profile's path).
+    env.pop("SPECPERF_SHAREGPT", None)
     env["COLUMNS"] = "160"
     return env
 
@@ -195,7 +199,10 @@ def test_gate_fails_for_real_and_server_crash_is_isolated(
     )
     profile = tmp_path / "cpu-ci.toml"
     profile.write_text(strict)
-    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", profile=profile)
+    # The copy's relative `workload.path` no longer reaches the dataset; the option gives
+    # it without changing the profile's text (whose hash the baseline cases must match).
+    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", "--perf-dataset",
+                           str(CI_DATASET), profile=profile)
     out = proc.stdout
     assert proc.returncode == 1, _why(proc)
     run = load_run(run_dir)

@@ -89,6 +89,58 @@ def test_profile_path_relative_to_profile_file(tmp_path: Path) -> None:
     assert len(load_prompts(p, str(TINY))) == 5
 
 
+def test_cpu_ci_profile_loads_its_sharegpt_file_within_max_model_len(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI profile runs the ShareGPT loader on the committed file, from any working
+    directory, and every prompt plus the fixed output length fits the served context."""
+    monkeypatch.chdir(tmp_path)  # the path is relative to the profile, not to the cwd
+    profile = load_profile(ROOT / "tests" / "profiles" / "cpu-ci.toml")
+    w = profile.workload
+    assert isinstance(w, ShareGPTWorkload)
+    assert profile.dataset_path().resolve() == TINY.resolve()
+    prompts = load_prompts(profile)
+    assert len(prompts) == w.num_prompts
+    assert len(set(prompts)) == len(prompts)
+    assert all(0 < len(p) <= w.max_input_chars for p in prompts)
+
+    args = profile.serve_args
+    max_model_len = int(args[args.index("--max-model-len") + 1])
+    room = max_model_len - profile.sampling.max_tokens
+    # Byte-level BPE never makes more tokens than bytes, plus BOS: a bound that holds
+    # whatever the tokenizer learnt ...
+    assert all(len(p.encode()) + 1 <= room for p in prompts)
+    # ... and the count with the tokenizer the generated models are served with.
+    pytest.importorskip("tokenizers")
+    from specperf import tiny
+
+    assert profile.tiny is not None
+    tok = tiny._train_tokenizer(profile.tiny.tokenizer_seed, profile.tiny.target.vocab_size)
+    lengths = [len(tok.encode(p).ids) for p in prompts]  # BOS included
+    assert all(n <= room for n in lengths), (lengths, room)
+    assert all(tiny.UNK_ID not in tok.encode(p).ids for p in prompts)
+
+
+def test_missing_profile_dataset_says_how_the_path_was_resolved(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    prof = tmp_path / "profiles" / "p.toml"
+    prof.write_text(
+        'name = "p"\ntarget = "m"\nconcurrencies = [1]\n'
+        '[workload]\nkind = "sharegpt"\npath = "datasets/sharegpt-tiny.json"\n'
+        '[[server_configs]]\nid = "nospec"\n'
+    )
+    with pytest.raises(DatasetError) as err:
+        load_prompts(load_profile(prof))
+    msg = str(err.value)
+    assert str(tmp_path / "profiles" / "datasets" / "sharegpt-tiny.json") in msg
+    assert "field `workload.path` = 'datasets/sharegpt-tiny.json'" in msg
+    assert str(prof.resolve()) in msg and "relative to" in msg
+    missing = tmp_path / "nope.json"
+    with pytest.raises(DatasetError, match=r"nope\.json: ShareGPT dataset not found \(given by "
+                                           r"--perf-dataset or SPECPERF_SHAREGPT\)"):
+        load_prompts(load_profile(prof), str(missing))
+
+
 # --- bad files: the error names the file and the field ---------------------------------
 
 

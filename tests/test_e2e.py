@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from specperf.schemas import Baseline, RunResult
+from specperf.schemas import Baseline, GateCheck, RunResult
 
 pytestmark = [
     pytest.mark.vllm,
@@ -33,7 +33,15 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[1]
 CI_PROFILE = REPO / "tests" / "profiles" / "cpu-ci.toml"
+#: cpu-ci's prompts (its `workload.path`, relative to the profile file).
+CI_DATASET = REPO / "datasets" / "sharegpt-tiny.json"
 RUN_TIMEOUT_S = 1500
+#: The unsharded run against the recorded baseline, and the part of it run in two shards:
+#: at c=2 each shard starts one server (nospec in shard 1, self-k3 in shard 2; no TPOT-gain
+#: case, so shard 2 needs no paired no-spec server), and the TTFT and throughput budgets
+#: apply there (budgets.min_concurrency = 2).
+PLAIN_SELECTION = "nospec or self-k3"
+SHARD_SELECTION = "c2 and (nospec or self-k3)"
 
 
 class Workspace:
@@ -63,6 +71,8 @@ class Workspace:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTEST_ADDOPTS", None)
+    # It would replace cpu-ci's own prompts (the override beats the profile's path).
+    env.pop("SPECPERF_SHAREGPT", None)
     env["COLUMNS"] = "160"
     return env
 
@@ -108,8 +118,22 @@ def recorded(ws: Workspace) -> tuple[subprocess.CompletedProcess[str], Path]:
     return ws.run("--perf-update-baselines", name="record")
 
 
+@pytest.fixture(scope="module")
+def plain(recorded: tuple[subprocess.CompletedProcess[str], Path],
+          ws: Workspace) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Part of the matrix, unsharded, against the recorded baseline."""
+    assert recorded[0].returncode == 0, _why(recorded[0])
+    return ws.run("-k", PLAIN_SELECTION, name="plain")
+
+
 def _why(proc: subprocess.CompletedProcess[str]) -> str:
     return (proc.stdout + proc.stderr)[-6000:]
+
+
+def specperf_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `specperf` command, from this interpreter (its script may not be on PATH)."""
+    return subprocess.run([sys.executable, "-m", "specperf.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env=_env())
 
 
 def test_full_run_records_baseline(recorded: tuple[subprocess.CompletedProcess[str], Path],
@@ -158,11 +182,10 @@ def test_full_run_records_baseline(recorded: tuple[subprocess.CompletedProcess[s
     assert base.provenance.profile_name == "cpu-ci"
 
 
-def test_plain_run_against_baseline_passes(recorded: tuple[subprocess.CompletedProcess[str], Path],
-                                           ws: Workspace) -> None:
-    proc0, _ = recorded
-    assert proc0.returncode == 0, _why(proc0)
-    proc, run_dir = ws.run("-k", "nospec or self-k3")
+def test_plain_run_against_baseline_passes(
+    plain: tuple[subprocess.CompletedProcess[str], Path]
+) -> None:
+    proc, run_dir = plain
     assert proc.returncode == 0, _why(proc)
     run = load_run(run_dir)
     budget = [c for c in run.checks if c.gate in ("ttft_budget", "throughput_budget")]
@@ -170,6 +193,103 @@ def test_plain_run_against_baseline_passes(recorded: tuple[subprocess.CompletedP
     # Acceptance at temperature 0 is exactly repeatable: the baseline check held at 0 tolerance.
     acc_vs_base = [c for c in run.checks if c.metric.startswith("acceptance_rate vs baseline")]
     assert acc_vs_base and all(c.outcome == "pass" for c in acc_vs_base)
+
+
+def test_two_shards_merge_to_the_unsharded_verdicts(
+    plain: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
+) -> None:
+    """`--perf-shard 1/2` and `2/2` on CPU, then `specperf merge`: every case of both
+    shards exactly once, and the same gate verdicts as the unsharded run of those cases
+    (identical acceptance, which is exactly repeatable at temperature 0; the same
+    baselines, budgets and pass/fail). Merging refuses overlapping or mismatched runs."""
+    plain_proc, plain_dir = plain
+    assert plain_proc.returncode == 0, _why(plain_proc)
+    shards = []
+    for i in (1, 2):
+        proc, run_dir = ws.run("-k", SHARD_SELECTION, "--perf-shard", f"{i}/2",
+                               name=f"shard-{i}")
+        assert proc.returncode == 0, _why(proc)
+        shards.append((proc, run_dir, load_run(run_dir)))
+    (proc1, dir1, run1), (proc2, dir2, run2) = shards
+
+    # Server configs are split, never a config's cases: one server per shard.
+    assert re.findall(r"starting vLLM for (\S+) on", proc1.stdout) == ["nospec"], proc1.stdout
+    assert re.findall(r"starting vLLM for (\S+) on", proc2.stdout) == ["self-k3"], proc2.stdout
+    ids1, ids2 = {c.case.id for c in run1.cases}, {c.case.id for c in run2.cases}
+    assert ids1 == {"nospec-c2"} and ids2 == {"self-k3-c2"}
+    assert {c.case.id for c in run1.checks} == ids1 and {c.case.id for c in run2.checks} == ids2
+
+    merged_path = tmp_path / "merged" / "run.json"
+    merge = specperf_cli("merge", str(dir1 / "run.json"), str(dir2 / "run.json"),
+                         "--out", str(merged_path))
+    assert merge.returncode == 0, merge.stdout + merge.stderr
+    assert "2 run(s), 2 cases" in merge.stdout
+    merged = RunResult.model_validate_json(merged_path.read_text())
+    merged_ids = [c.case.id for c in merged.cases]
+    assert sorted(merged_ids) == sorted(ids1 | ids2)  # each case exactly once
+    assert merged.failed == []
+    assert merged.provenance.profile_hash == run1.provenance.profile_hash
+
+    # The unsharded run's verdicts on the same cases.
+    unsharded = load_run(plain_dir)
+    want = {c.case: c for c in unsharded.cases if c.case.id in ids1 | ids2}
+    assert set(want) == {c.case for c in merged.cases}, "the plain run lacks a shard's case"
+
+    def verdicts(run: RunResult) -> dict[tuple[str, str, str], GateCheck]:
+        out: dict[tuple[str, str, str], GateCheck] = {}
+        for c in run.checks:
+            if c.case in want:
+                key = (c.case.id, c.gate, c.metric)
+                assert key not in out, f"check {key} twice"
+                out[key] = c
+        return out
+
+    got, expected = verdicts(merged), verdicts(unsharded)
+    assert sorted(got) == sorted(expected)
+    assert {k[1] for k in got} == {"requests", "acceptance", "ttft_budget", "throughput_budget"}
+    for key, check in got.items():
+        ref = expected[key]
+        assert check.outcome == ref.outcome, (key, check.message, ref.message)
+        # Both judged against the same recorded baseline, with the same budget.
+        assert (check.baseline, check.threshold) == (ref.baseline, ref.threshold), key
+        if check.gate == "acceptance":
+            assert check.current == ref.current, (key, check.message, ref.message)
+    for c in merged.cases:
+        ref_acc, acc = want[c.case].acceptance, c.acceptance
+        assert (acc is None) == (ref_acc is None), c.case.id
+        if acc is not None and ref_acc is not None:
+            assert (acc.rate, acc.per_position_rate) == (ref_acc.rate, ref_acc.per_position_rate)
+
+    # One verdict for the merged run: it compares with the stored baseline like any run.
+    base_file = ws.baselines / "cpu-ci" / f"{merged.provenance.hardware_id}.json"
+    cmp_json = tmp_path / "compare.json"
+    cmp = specperf_cli("compare", str(merged_path), str(base_file), "--json", str(cmp_json))
+    assert cmp.returncode in (0, 1), cmp.stdout + cmp.stderr  # 2 = refused / bad input
+    comparison = json.loads(cmp_json.read_text())
+    assert comparison["refusals"] == []
+    assert sorted(f"{c['case']['config_id']}-c{c['case']['concurrency']}"
+                  for c in comparison["cases"]) == sorted(merged_ids)
+    acc_cmp = [m for c in comparison["cases"] for m in c["comparisons"]
+               if m["metric"].startswith("acceptance_rate")]
+    assert acc_cmp and all(m["verdict"] == "unchanged" for m in acc_cmp), acc_cmp
+
+    # Overlapping shards: the unsharded run holds shard 1's case too.
+    refused = tmp_path / "refused.json"
+    overlap = specperf_cli("merge", str(dir1 / "run.json"), str(plain_dir / "run.json"),
+                           "--out", str(refused))
+    assert overlap.returncode == 2, overlap.stdout + overlap.stderr
+    assert "case nospec-c2 is also in" in overlap.stderr
+    assert str(dir1 / "run.json") in overlap.stderr and str(plain_dir / "run.json") in overlap.stderr
+    # A shard from another vLLM: its provenance does not match.
+    odd = json.loads((dir2 / "run.json").read_text())
+    odd["provenance"]["vllm_version"] = "0.0.1"
+    odd_path = tmp_path / "odd-vllm" / "run.json"
+    odd_path.parent.mkdir()
+    odd_path.write_text(json.dumps(odd))
+    mismatch = specperf_cli("merge", str(dir1 / "run.json"), str(odd_path), "--out", str(refused))
+    assert mismatch.returncode == 2, mismatch.stdout + mismatch.stderr
+    assert "provenance.vllm_version" in mismatch.stderr and "0.0.1" in mismatch.stderr
+    assert not refused.exists()
 
 
 def test_gate_fails_for_real_and_server_crash_is_isolated(
@@ -195,7 +315,10 @@ def test_gate_fails_for_real_and_server_crash_is_isolated(
     )
     profile = tmp_path / "cpu-ci.toml"
     profile.write_text(strict)
-    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", profile=profile)
+    # The copy's relative `workload.path` no longer reaches the dataset; the option gives
+    # it without changing the profile's text (whose hash the baseline cases must match).
+    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", "--perf-dataset",
+                           str(CI_DATASET), profile=profile)
     out = proc.stdout
     assert proc.returncode == 1, _why(proc)
     run = load_run(run_dir)

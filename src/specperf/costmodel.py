@@ -35,6 +35,33 @@ Everything is measured per request stream: ``t_target`` is the plain-decoding ti
 per output token (TPOT) *at the concurrency in question*, so fits and predictions are
 per concurrency level (speculation that wins at concurrency 1 can lose at 64 because
 the verification batch becomes compute bound).
+
+Fitting the costs of a draft from measured runs
+-----------------------------------------------
+What a run measures per spec case is the gain ``G = TPOT_nospec / TPOT_spec`` (paired
+no-spec trials where the run has them) and the step yield ``E`` (counters). Their ratio is
+the measured *step ratio* ``s = E / G = (TPOT_spec * E) / TPOT_nospec``: one speculative
+step in units of one plain step (:func:`step_ratio`). TPOT is ``(e2e - TTFT) / (tokens -
+1)``, so the prefill -- and the first proposal, which vLLM drafts right after it -- are
+not in it; every later step is one verification plus one proposal. The model is::
+
+    s(k) = 1 + o + k * c
+
+* ``1``: the target's pass over the step (a plain decode step, ``t_target``);
+* ``k * c``: per draft token, ``c = t_draft / t_target``.  ``c`` is *effective*: it also
+  carries whatever the target pays per extra verified token (verifying ``k + 1`` tokens
+  instead of one costs ``t_target * (1 + beta * k)``; that ``beta`` is linear in ``k`` and
+  indistinguishable from drafting cost, so it is part of ``c``);
+* ``o``: a fixed per-step overhead (rejection sampling, proposer bookkeeping), optional.
+
+:func:`fit_draft_cost` fits ``c`` by least squares over the ``k`` measured for one draft
+at one concurrency, with ``o`` given (default 0), in units of each case's own plain step
+(so machine drift that slows a case and its paired no-spec trials alike cancels).
+:func:`held_out_predictions` predicts each ``k`` from the *other* ``k`` only.  Why ``o``
+is not fitted as well: with two held-out points a two-parameter line goes exactly through
+both and extrapolates their noise (predicting ``k = 3`` from ``k = 1, 2`` doubles the
+``k = 2`` error); :func:`self_draft_overhead` measures ``o`` independently from a
+self-draft run instead (the target as its own draft: ``c = 1`` and ``E = k + 1`` known).
 """
 
 from __future__ import annotations
@@ -46,7 +73,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import brentq
 
 __all__ = [
+    "DraftCostFit",
     "FittedCosts",
+    "HeldOutPrediction",
     "Prediction",
     "best_k",
     "best_k_from_positions",
@@ -57,6 +86,8 @@ __all__ = [
     "expected_tokens_from_positions",
     "expected_tokens_per_step",
     "fit_cost_ratio",
+    "fit_draft_cost",
+    "held_out_predictions",
     "iid_acceptance_from_tokens_per_step",
     "iid_positions",
     "positions_from_counters",
@@ -64,6 +95,8 @@ __all__ = [
     "predict_from_tokens_per_step",
     "predicted_gain",
     "ratio_to_plain",
+    "self_draft_overhead",
+    "step_ratio",
 ]
 
 # Relative tolerance used when comparing cost ratios (ties in best_k, "does it win").
@@ -494,6 +527,156 @@ def predicted_gain(
     k = _check_int(k, "k", 1)
     e = _check_tokens_per_step(tokens_per_step, k)
     return t / ((t + k * d + o) / e)
+
+
+def step_ratio(tokens_per_step: float, gain: float) -> float:
+    """One speculative step in plain steps: ``s = E / G`` (= spec TPOT x E / no-spec TPOT).
+
+    ``gain`` is the measured ``no-spec TPOT / spec TPOT``. ``s < 1`` is non-physical (a
+    speculative step, which includes a target pass, measured cheaper than a plain one).
+    """
+    e = float(tokens_per_step)
+    if not math.isfinite(e) or e < 1.0 - _POS_TOL:
+        raise ValueError(f"tokens_per_step must be a finite number >= 1, got {e!r}")
+    g = _check_pos(gain, "gain")
+    return max(e, 1.0) / g
+
+
+def _fit_points(
+    ks: Sequence[int], tokens_per_step: Sequence[float], gains: Sequence[float]
+) -> tuple[list[int], list[float], list[float]]:
+    if not (len(ks) == len(tokens_per_step) == len(gains)):
+        raise ValueError(
+            f"ks, tokens_per_step and gains must have the same length, got {len(ks)}, "
+            f"{len(tokens_per_step)} and {len(gains)}"
+        )
+    if not ks:
+        raise ValueError("at least one measured point (k, tokens_per_step, gain) is needed")
+    kk = [_check_int(k, f"ks[{i}]", 1) for i, k in enumerate(ks)]
+    ee = [_check_tokens_per_step(e, k) for e, k in zip(tokens_per_step, kk, strict=True)]
+    gg = [_check_pos(g, f"gains[{i}]") for i, g in enumerate(gains)]
+    return kk, ee, gg
+
+
+class DraftCostFit(_Result):
+    """``c`` of one draft at one concurrency, fitted over its measured ``k`` (``o`` given).
+
+    Model: one speculative step = ``1 + o + k c`` plain steps. See the module docstring.
+    """
+
+    ks: list[int] = Field(description="k of the points fitted")
+    step_ratios: list[float] = Field(description="measured s = E / gain per point")
+    overhead_ratio: float = Field(description="o = fixed per-step overhead / t_target (given)")
+    cost_ratio: float = Field(
+        description="c = t_draft / t_target, least squares over the points, clamped at 0"
+    )
+    physical: bool = Field(
+        description="False when some point's step measured cheaper than 1 + o plain steps"
+    )
+
+    def step(self, k: int) -> float:
+        """Modelled step ratio ``1 + o + k c`` for ``k`` draft tokens."""
+        return 1.0 + self.overhead_ratio + _check_int(k, "k", 1) * self.cost_ratio
+
+    def predicted_gain(self, tokens_per_step: float, k: int) -> float:
+        """``E / (1 + o + k c)``: the gain these costs predict at yield ``E`` and ``k``."""
+        k = _check_int(k, "k", 1)
+        return _check_tokens_per_step(tokens_per_step, k) / self.step(k)
+
+
+def fit_draft_cost(
+    ks: Sequence[int],
+    tokens_per_step: Sequence[float],
+    gains: Sequence[float],
+    overhead_ratio: float = 0.0,
+) -> DraftCostFit:
+    """Fit ``c`` in ``s(k) = 1 + o + k c`` over measured points of one draft, one concurrency.
+
+    Each point is a spec case: its ``k``, its yield ``E`` (counters) and its measured gain;
+    its step ratio is ``s = E / gain``. With ``o`` given, least squares gives
+    ``c = sum k (s_k - 1 - o) / sum k^2``, clamped at 0. One point gives the point fit
+    ``c = (s - 1 - o) / k``, which reproduces that point's gain exactly.
+    """
+    kk, ee, gg = _fit_points(ks, tokens_per_step, gains)
+    o = _check_nonneg(overhead_ratio, "overhead_ratio")
+    s = [step_ratio(e, g) for e, g in zip(ee, gg, strict=True)]
+    excess = [x - 1.0 - o for x in s]
+    c = math.fsum(k * y for k, y in zip(kk, excess, strict=True)) / math.fsum(k * k for k in kk)
+    return DraftCostFit(
+        ks=kk,
+        step_ratios=s,
+        overhead_ratio=o,
+        cost_ratio=max(0.0, c),
+        physical=all(y >= -_POS_TOL for y in excess),
+    )
+
+
+class HeldOutPrediction(_Result):
+    """The gain of one ``k`` predicted from costs fitted on the other ``k`` only."""
+
+    k: int
+    from_ks: list[int] = Field(description="the k whose measurements fitted the costs")
+    cost_ratio: float = Field(description="c fitted on from_ks")
+    overhead_ratio: float
+    physical: bool = Field(description="the fit of from_ks is physical")
+    tokens_per_step: float = Field(description="this k's own measured yield E")
+    predicted_gain: float
+    measured_gain: float
+    error: float = Field(description="predicted / measured - 1")
+
+
+def held_out_predictions(
+    ks: Sequence[int],
+    tokens_per_step: Sequence[float],
+    gains: Sequence[float],
+    overhead_ratio: float = 0.0,
+) -> list[HeldOutPrediction | None]:
+    """Leave-one-k-out: each point's gain from :func:`fit_draft_cost` on the other ``k``.
+
+    A prediction uses the point's own yield ``E`` (acceptance is measured exactly by the
+    counters) but none of its timing, so ``error`` tests the cost model, not the fit.
+    One entry per point, in input order; ``None`` where no other ``k`` was measured
+    (every point of the same ``k`` is held out together).
+    """
+    kk, ee, gg = _fit_points(ks, tokens_per_step, gains)
+    o = _check_nonneg(overhead_ratio, "overhead_ratio")
+    out: list[HeldOutPrediction | None] = []
+    for k, e, g in zip(kk, ee, gg, strict=True):
+        idx = [i for i, j in enumerate(kk) if j != k]
+        if not idx:
+            out.append(None)
+            continue
+        fit = fit_draft_cost([kk[i] for i in idx], [ee[i] for i in idx], [gg[i] for i in idx], o)
+        pred = fit.predicted_gain(e, k)
+        out.append(
+            HeldOutPrediction(
+                k=k,
+                from_ks=sorted({kk[i] for i in idx}),
+                cost_ratio=fit.cost_ratio,
+                overhead_ratio=o,
+                physical=fit.physical,
+                tokens_per_step=e,
+                predicted_gain=pred,
+                measured_gain=g,
+                error=pred / g - 1.0,
+            )
+        )
+    return out
+
+
+def self_draft_overhead(tokens_per_step: float, gain: float, k: int) -> float:
+    """Fixed per-step overhead ``o`` (in plain steps) implied by a self-draft measurement.
+
+    With the target as its own draft every drafted token costs one target step (``c = 1``
+    by construction), so ``s = 1 + o + k`` and ``o = E / gain - 1 - k``. This rests on the
+    assumption that a draft pass of the target costs exactly a plain decode step; a
+    negative value means it costs less (no engine scheduling or output around it), a value
+    far above 0 that something grows with the drafted/verified tokens (which a fixed ``o``
+    cannot describe). Monotone decreasing in ``gain``: a CI of the gain maps to one of ``o``.
+    """
+    k = _check_int(k, "k", 1)
+    e = _check_tokens_per_step(tokens_per_step, k)
+    return step_ratio(e, gain) - 1.0 - k
 
 
 def crossover_concurrency(points: Sequence[tuple[int, float]]) -> float | None:

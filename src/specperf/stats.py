@@ -65,6 +65,7 @@ __all__ = [
     "Direction",
     "Verdict",
     "compare_rate",
+    "ratio_ci",
     "compare_samples",
     "cv",
     "min_detectable_effect",
@@ -334,6 +335,37 @@ def _bootstrap_ratio_ci(
             rng=np.random.default_rng(seed),
         )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def ratio_ci(
+    numerator: Iterable[float],
+    denominator: Iterable[float],
+    *,
+    statistic: Literal["median", "mean"] = "median",
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    min_samples: int = 5,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of ``centre(numerator) / centre(denominator)``.
+
+    Each side is resampled on its own (independent samples, e.g. per-request TPOTs of a
+    no-spec and a spec case). ``None`` when a side has fewer than ``min_samples`` values
+    after dropping NaNs. Deterministic for a given ``seed``.
+    """
+    if statistic not in ("median", "mean"):
+        raise ValueError(f"statistic must be 'median' or 'mean', not {statistic!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if min_samples < 2:
+        raise ValueError(f"min_samples must be >= 2, got {min_samples}")
+    num, _ = _clean(numerator, "numerator")
+    den, _ = _clean(denominator, "denominator")
+    if num.size < min_samples or den.size < min_samples:
+        return None
+    return _bootstrap_ratio_ci(
+        den, num, statistic=statistic, confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
 
 
 # Which case of the truth table applied; the reason sentence is written from it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from specperf.calibration import CalibrationConfig, CalibrationServer
 from specperf.load import run_load
 from specperf.profile import Sampling
+from specperf.schemas import RequestSample
 
 
 def test_tokens_come_from_usage_not_chunks() -> None:
@@ -51,3 +52,15 @@ def test_failures_are_samples_with_errors() -> None:
 def test_unreachable_server_is_an_error_sample() -> None:
     res = run_load("http://127.0.0.1:9", "m", ["a"], Sampling(), 1, 1, request_timeout_s=5)
     assert not res.samples[0].ok and "ClientConnectorError" in (res.samples[0].error or "")
+
+
+def test_on_request_sees_each_measured_request_as_it_finishes() -> None:
+    seen: list[RequestSample] = []
+    cfg = CalibrationConfig(chunks=3, chunk_delay_s=0.01)
+    with CalibrationServer(cfg) as srv:
+        res = run_load(srv.base_url, "m", ["p0", "p1", "p2"], Sampling(max_tokens=8), 2, 5,
+                       warmup_requests=2, on_request=seen.append)
+    # Warmup requests are not reported; every measured one is, once, with its sample.
+    assert len(seen) == 5
+    assert sorted(s.start_s for s in seen) == sorted(s.start_s for s in res.samples)
+    assert all(s.ok for s in seen)

@@ -19,6 +19,7 @@ from specperf.report.synthetic import scale_latency
 from specperf.schemas import RunResult
 
 REAL_RUN = Path(__file__).parent / "data" / "run-cpu-tiny.json"
+REAL_PAIRED_RUN = Path(__file__).parent / "data" / "run-cpu-ci-paired.json"
 
 
 @pytest.fixture(autouse=True)
@@ -143,3 +144,12 @@ def test_html_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> 
     saturation = pixels.max(axis=2) - pixels.min(axis=2)
     assert (saturation > 0.3).mean() > 0.001
     assert float(np.std(pixels)) > 0.05
+
+
+def test_html_embeds_the_paired_tpot_gain_chart() -> None:
+    run = load_result(REAL_PAIRED_RUN)
+    assert isinstance(run, RunResult) and run.paired_nospec
+    page = render_html(run)
+    charts = page[page.index("<h2>Charts</h2>"):]
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', charts)) == 6
+    assert 'alt="Paired TPOT gain vs no-spec (same run)"' in charts

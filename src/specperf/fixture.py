@@ -25,6 +25,7 @@ from specperf.dataset import load_prompts
 from specperf.load import run_load
 from specperf.measure import case_result, make_trial
 from specperf.profile import TINY_PREFIX, Profile, ServerConfig, load_profile
+from specperf.progress import PlainProgress, RunProgress
 from specperf.schemas import (
     Baseline,
     Case,
@@ -61,6 +62,8 @@ class PerfOptions:
 class PerfSession:
     options: PerfOptions
     say: Callable[[str], None] = print
+    #: What the user sees of servers starting and trials running (plain lines by default).
+    progress: RunProgress | None = None
     _profile: Profile | None = None
     _prompts: list[str] | None = None
     _tiny_paths: dict[str, Path] | None = None
@@ -83,6 +86,15 @@ class PerfSession:
     baseline_note: str | None = None
     provenance: Provenance | None = None
     started_at: object = field(default_factory=utcnow)
+
+    def __post_init__(self) -> None:
+        if self.progress is None:
+            self.progress = PlainProgress(self.say)
+
+    @property
+    def view(self) -> RunProgress:
+        assert self.progress is not None
+        return self.progress
 
     # -- profile and matrix -----------------------------------------------------
 
@@ -287,7 +299,8 @@ class PerfSession:
         self.server_records[config_id] = ServerRecord(
             config_id=config_id, argv=argv, port=port, log_path=str(log_path)
         )
-        self.say(f"specperf: starting vLLM for {config_id} on {server.base_url} (log {log_path})")
+        self.view.server_starting(
+            config_id, f"specperf: starting vLLM for {config_id} on {server.base_url} (log {log_path})")
         try:
             server.start()
         except ServerError as exc:
@@ -297,7 +310,8 @@ class PerfSession:
         self.server_records[config_id] = self.server_records[config_id].model_copy(
             update={"startup_s": server.startup_s, "vllm_version": server.version}
         )
-        self.say(f"specperf: {config_id} ready in {server.startup_s:.1f} s (vLLM {server.version})")
+        self.view.server_ready(
+            config_id, f"specperf: {config_id} ready in {server.startup_s:.1f} s (vLLM {server.version})")
         return server
 
     def _record_server_error(self, config_id: str, exc: ServerError) -> None:
@@ -310,6 +324,8 @@ class PerfSession:
                 config_id=config_id, argv=[], log_path=str(exc.log_path), error=exc.cause
             )
         self.servers.pop(config_id, None)
+        self.view.server_failed(config_id, [Case(config_id=config_id, concurrency=c)
+                                            for c in sorted(self.wanted.get(config_id, ()))])
 
     def stop_server(self, config_id: str) -> None:
         proxy = self.proxies.pop(config_id, None)
@@ -331,8 +347,14 @@ class PerfSession:
             self._prompts = load_prompts(self.profile, self.options.dataset)
         return self._prompts
 
-    def _trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool) -> Trial:
+    def _trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
+               case: Case | None = None, paired: bool = False) -> Trial:
+        """One trial on ``server``; ``case`` (default: the server's own) is the case the
+        progress display counts it for — a paired no-spec trial counts for its spec case."""
         p = self.profile
+        view = self.view
+        view.trial_started(case or Case(config_id=server.config_id, concurrency=concurrency),
+                           paired)
         started = utcnow()
         before = fetch_counters(server.base_url)
         load = run_load(
@@ -340,8 +362,10 @@ class PerfSession:
             self.prompts(), p.sampling, concurrency, p.load.requests_at(concurrency),
             warmup_requests=p.load.warmup_requests if warmup else 0,
             request_timeout_s=p.load.request_timeout_s,
+            on_request=lambda sample: view.request_done(sample.ok),
         )
         after = fetch_counters(server.base_url)
+        view.trial_done()
         return make_trial(index, started, load, counter_delta(before, after))
 
     def _load_url(self, server: VllmServer) -> str:
@@ -403,6 +427,10 @@ class PerfSession:
                 paired = []
         trials: dict[int, list[Trial]] = {c: [] for c in concs}
         ptrials: dict[int, list[Trial]] = {c: [] for c in paired}
+        for c in concs:
+            self.view.case_started(Case(config_id=cfg.id, concurrency=c),
+                                   self.repeats * (2 if c in ptrials else 1),
+                                   self.profile.load.requests_at(c))
         current = case
         try:
             for r in range(self.repeats):
@@ -410,7 +438,8 @@ class PerfSession:
                     current = Case(config_id=cfg.id, concurrency=c)
                     if c in ptrials and nospec_server is not None:
                         try:
-                            ptrials[c].append(self._trial(nospec_server, c, r, warmup=r == 0))
+                            ptrials[c].append(self._trial(nospec_server, c, r, warmup=r == 0,
+                                                          case=current, paired=True))
                         except Exception as exc:  # noqa: BLE001 - fails only the pairing
                             self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
                             ptrials.pop(c)
@@ -424,6 +453,7 @@ class PerfSession:
                 msg = f"case {current.id}: {dead}"
             for c in concs:
                 self.measure_errors[Case(config_id=cfg.id, concurrency=c)] = msg
+                self.view.case_failed(Case(config_id=cfg.id, concurrency=c))
             raise RuntimeError(msg) from exc
         p = self.profile
         for c in concs:
@@ -441,7 +471,8 @@ class PerfSession:
     def _report(self, result: CaseResult) -> None:
         acc = result.acceptance
         acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
-        self.say(
+        self.view.case_done(
+            result.case,
             f"specperf: {result.case.id}: {result.n_requests} requests, median TTFT "
             f"{result.ttft_ms.median or float('nan'):.1f} ms, TPOT "
             f"{result.tpot_ms.median or float('nan'):.2f} ms, "

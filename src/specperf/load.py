@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aiohttp
 
@@ -104,7 +104,11 @@ async def run_load_async(
     warmup_requests: int = 0,
     request_timeout_s: float = 300.0,
     prompt_offset: int = 0,
+    on_request: Callable[[RequestSample], None] | None = None,
 ) -> LoadResult:
+    """``on_request`` is called on the event loop with each measured request's sample as
+    it finishes (not for warmup requests), e.g. to advance a progress bar; keep it cheap,
+    other streams are being timed meanwhile."""
     if not prompts:
         raise ValueError("no prompts")
     url = f"{base_url}/v1/completions"
@@ -122,9 +126,12 @@ async def run_load_async(
         async def bounded(i: int) -> RequestSample:
             async with sem:
                 prompt = prompts[(prompt_offset + i) % len(prompts)]
-                return await _one_request(
+                sample = await _one_request(
                     session, url, completion_body(model, prompt, sampling), t_origin
                 )
+            if on_request is not None:
+                on_request(sample)
+            return sample
 
         samples = await asyncio.gather(*(bounded(i) for i in range(n_requests)))
         duration = time.perf_counter() - t_origin

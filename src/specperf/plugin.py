@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ import pytest
 from specperf.baseline import BaselineError, gpu_present, write_baseline
 from specperf.fixture import KINDS, PerfOptions, PerfSession, default_run_dir
 from specperf.profile import ProfileError
+from specperf.progress import MODES as PROGRESS_MODES
+from specperf.progress import RunProgress, make_progress
 from specperf.schemas import Case
 from specperf.server import stop_all as stop_all_servers
 
@@ -52,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "shard measures it as the paired reference for TPOT gain")
     g.addoption("--perf-models-cache", default=None,
                 help="where generated tiny models are cached (default .specperf/models)")
+    g.addoption("--perf-progress", default="auto", choices=PROGRESS_MODES,
+                help="while a run goes: `rich` shows a live display (server start clock, "
+                     "trials, requests, cases), `plain` one line per server start and per "
+                     "case; `auto` (default): rich on an interactive terminal, plain in CI "
+                     "logs, pipes, with NO_COLOR or TERM=dumb")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -81,26 +90,69 @@ def pytest_configure(config: pytest.Config) -> None:
         models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
     )
 
-    def say(msg: str) -> None:
+    def at_terminal(write: Callable[[Any], None]) -> bool:
         # Progress goes to the terminal as it happens, not into a test's captured
         # output: a server start can take a minute and a user wants to see it. Looked
         # up per call: the terminal reporter registers after this hook runs.
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         capman = config.pluginmanager.get_plugin("capturemanager")
         if reporter is None:  # pragma: no cover - e.g. -p no:terminal
-            print(msg, flush=True)
-            return
+            return False
         if capman is not None:
             with capman.global_and_fixture_disabled():
-                reporter.write_line(msg)
+                write(reporter)
                 reporter._tw.flush()  # noqa: SLF001
         else:
-            reporter.write_line(msg)
+            write(reporter)
+            reporter._tw.flush()  # noqa: SLF001
+        return True
 
-    config.stash[_KEY] = PerfSession(options=opts, say=say)
+    def say(msg: str) -> None:
+        if not at_terminal(lambda reporter: reporter.write_line(msg)):
+            print(msg, flush=True)
+
+    def end_pytest_line() -> None:
+        # Before the live display takes the terminal: pytest may have written half a line
+        # (a test's name, progress dots); end it and flush, so neither overwrites the other.
+        at_terminal(lambda reporter: reporter.ensure_newline())
+
+    # Chosen now, while sys.stdout is still the terminal (during tests pytest's capture
+    # owns it); the live display keeps its own handle on it.
+    progress = make_progress(config.getoption("--perf-progress"), sys.stdout, say,
+                             prepare=end_pytest_line,
+                             terminal=not config.pluginmanager.is_blocked("terminal"))
+    config.stash[_KEY] = PerfSession(options=opts, say=progress.line, progress=progress)
+    config.pluginmanager.register(_ProgressOff(progress), "specperf-progress")
     # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+
+
+class _ProgressOff:
+    """Takes the live display off the terminal whenever pytest is about to write: a test's
+    outcome, Ctrl-C, the session's end (the next measurement brings it back)."""
+
+    def __init__(self, progress: RunProgress) -> None:
+        self.progress = progress
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.progress.pause()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        self.progress.pause()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.progress.pause()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
+        self.progress.pause()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.progress.close()
 
 
 def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
@@ -232,6 +284,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         ps.say(f"specperf: profile {ps.profile.name} ({ps.profile.source}), run dir "
                f"{ps.options.run_dir}")
         ps.say(f"specperf: {ps.baseline_note}")
+        ps.view.set_cases_total(sum(len(cs) for cs in ps.wanted.values()))
 
 
 @pytest.hookimpl(trylast=True)

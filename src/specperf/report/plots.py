@@ -1,6 +1,7 @@
 """PNG charts of a run (and of a run against its baseline), in the style of the published
 spec-decode charts: one line per server config, no-spec in black, concurrency on a log2
-axis, acceptance against k per draft model, acceptance per draft position as grouped bars.
+axis, acceptance against k per draft model, acceptance per draft position as grouped bars,
+and the paired TPOT gain (each spec config against the no-spec trials interleaved with it).
 
 Colours: each (method, draft model) family gets one hue and its configs get darker shades
 as k grows, so "more speculative tokens" reads left-to-right in the legend and darker on
@@ -25,8 +26,11 @@ from specperf.schemas import Acceptance, Baseline, CaseResult, Provenance, RunRe
 
 __all__ = [
     "PLOT_FILES",
+    "PairedGain",
+    "paired_gains",
     "plot_acceptance_per_position",
     "plot_acceptance_vs_k",
+    "plot_tpot_gain",
     "plot_vs_concurrency",
     "write_plots",
 ]
@@ -40,7 +44,10 @@ PLOT_FILES = {
     "ttft": "ttft_vs_concurrency.png",
     "acceptance_vs_k": "acceptance_vs_k.png",
     "acceptance_per_position": "acceptance_per_position.png",
+    "tpot_gain": "tpot_gain.png",
 }
+#: Charts of one run's own measurements that have no baseline overlay.
+SAME_RUN_ONLY = frozenset({"tpot_gain"})
 DPI = 110
 _FAMILY_MAPS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "YlOrBr", "PuRd", "GnBu")
 _FAMILY_MARKERS = ("s", "^", "D", "v", "P", "X", "*", "h")
@@ -415,6 +422,142 @@ def plot_acceptance_per_position(run: Result, path: Path | str,
     return _save(fig, Path(path))
 
 
+@dataclass(frozen=True)
+class PairedGain:
+    """One spec case against the no-spec trials run interleaved with it (the TPOT-gain
+    gate's two sides). TPOT in ms; gain = no-spec median TPOT / spec median TPOT."""
+
+    case: CaseResult
+    nospec: CaseResult
+    spec_tpot_ms: float
+    nospec_tpot_ms: float
+    #: Per-trial TPOT medians (ms), in trial order, for the spread of each side.
+    spec_trials_ms: list[float]
+    nospec_trials_ms: list[float]
+    #: Gain of each trial pair (trial r of the spec config with the no-spec trial r run
+    #: just before it), so the spread shows how much the pairs agree.
+    pair_gains: list[float]
+    #: The gate's required ratio, when the run checked this case.
+    required: float | None
+
+    @property
+    def gain(self) -> float:
+        return self.nospec_tpot_ms / self.spec_tpot_ms
+
+
+def _trial_tpot_medians(case: CaseResult) -> dict[int, float]:
+    out = {}
+    for t in case.trials:
+        vals = [v * 1000.0 for s in t.samples if (v := s.tpot_s) is not None]
+        if vals:
+            out[t.index] = float(np.median(vals))
+    return out
+
+
+def paired_gains(run: RunResult) -> list[PairedGain]:
+    """Every spec case of the run that has paired no-spec trials with a TPOT on both
+    sides, in the order the charts list configs (by family and k), then concurrency."""
+    required = {c.case.id: c.threshold for c in run.checks if c.gate == "tpot_gain"}
+    out = []
+    for case in run.cases:
+        nospec = run.paired_nospec.get(case.case.id)
+        if nospec is None or not (_ok(case.tpot_ms.median) and case.tpot_ms.median
+                                  and _ok(nospec.tpot_ms.median)):
+            continue
+        spec_t, nospec_t = _trial_tpot_medians(case), _trial_tpot_medians(nospec)
+        pairs = [nospec_t[i] / spec_t[i] for i in sorted(spec_t) if i in nospec_t and spec_t[i]]
+        out.append(PairedGain(
+            case=case, nospec=nospec, spec_tpot_ms=float(case.tpot_ms.median),
+            nospec_tpot_ms=float(nospec.tpot_ms.median),
+            spec_trials_ms=[spec_t[i] for i in sorted(spec_t)],
+            nospec_trials_ms=[nospec_t[i] for i in sorted(nospec_t)],
+            pair_gains=pairs, required=required.get(case.case.id),
+        ))
+    styles = _styles(run)
+    out.sort(key=lambda g: (styles[g.case.case.config_id].order, g.case.case.concurrency))
+    return out
+
+
+def _spread(values: Sequence[float], centre: float) -> tuple[float, float]:
+    """(below, above) the centre to the min and max of the values (0 with fewer than 2)."""
+    if len(values) < 2:
+        return 0.0, 0.0
+    return max(centre - min(values), 0.0), max(max(values) - centre, 0.0)
+
+
+def plot_tpot_gain(run: RunResult, path: Path | str) -> Path | None:
+    """Per spec case with paired no-spec trials: median TPOT of both sides as bars (no-spec
+    black), and the gain no-spec / spec with the spread of its trial pairs, against the
+    1.0× line and the gate's required ratio. None when the run has no paired trials."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    gains = paired_gains(run)
+    if not gains:
+        return None
+    styles = _styles(run)
+    n = len(gains)
+    fig, (ax_tpot, ax_gain) = _figure(
+        "Paired TPOT gain: each spec config vs the no-spec trials interleaved with it",
+        run.provenance, None, ncols=2, width=max(11.0, min(16.0, 6.0 + 0.55 * n)))
+    x = np.arange(n)
+    half = 0.38
+    annotate = n <= 12
+    handles: dict[str, Any] = {"nospec": Patch(facecolor=NOSPEC_COLOR,
+                                               label="no-spec (paired trials)")}
+    for i, g in enumerate(gains):
+        st = styles[g.case.case.config_id]
+        for dx, tpot, trials, color in ((-half / 2, g.nospec_tpot_ms, g.nospec_trials_ms,
+                                         NOSPEC_COLOR),
+                                        (half / 2, g.spec_tpot_ms, g.spec_trials_ms, st.color)):
+            lo, hi = _spread(trials, tpot)
+            ax_tpot.bar(x[i] + dx, tpot, width=half * 0.95, color=color, edgecolor="white",
+                        linewidth=0.4, zorder=2,
+                        yerr=[[lo], [hi]] if lo or hi else None, capsize=2.5,
+                        error_kw={"elinewidth": 0.8, "ecolor": "0.35"})
+            if annotate:
+                ax_tpot.annotate(f"{tpot:.1f}", (x[i] + dx, tpot + hi), textcoords="offset points",
+                                 xytext=(0, 3), ha="center", fontsize=7, color="0.25")
+        lo, hi = _spread(g.pair_gains, g.gain)
+        ax_gain.errorbar([x[i]], [g.gain], yerr=[[lo], [hi]] if lo or hi else None,
+                         color=st.color, marker=st.marker, markersize=7, linestyle="none",
+                         capsize=3, elinewidth=1.0, zorder=3)
+        if annotate:
+            ax_gain.annotate(f"{g.gain:.2f}×", (x[i], g.gain), textcoords="offset points",
+                             xytext=(9, -3), ha="left", fontsize=7.5, color=st.color)
+        if g.required is not None:
+            ax_gain.plot([x[i] - 0.3, x[i] + 0.3], [g.required] * 2, color="firebrick",
+                         linestyle="--", linewidth=1.2, zorder=2)
+        handles.setdefault(g.case.case.config_id, Patch(facecolor=st.color, label=st.label))
+    ax_gain.axhline(1.0, color=NOSPEC_COLOR, linewidth=1.4, zorder=1)
+    # Few cases: "config / c=N" on two lines; many (a GPU matrix has ~50): the case ids,
+    # upright, so every tick keeps its label.
+    many = n > 8
+    labels = [g.case.case.id if many else f"{g.case.case.config_id}\nc={g.case.case.concurrency}"
+              for g in gains]
+    pad = max(0.0, (3 - n) / 2)  # one or two cases: keep the bars from filling the axes
+    for ax in (ax_tpot, ax_gain):
+        ax.set_xticks(x, labels, rotation=90 if many else 0, fontsize=7 if many else 8)
+        ax.set_xlim(-0.6 - pad, n - 0.4 + pad)
+        ax.set_xlabel("spec config and concurrency (paired cases)")
+        ax.grid(False, axis="x")
+    ax_tpot.set_ylabel("median time per output token, TPOT (ms)")
+    ax_tpot.set_ylim(bottom=0)
+    ax_tpot.set_title("median TPOT, paired trials (whiskers: range of trial medians)",
+                      fontsize=10)
+    ax_gain.set_ylabel("TPOT gain = no-spec TPOT / spec TPOT (×)")
+    ax_gain.set_title("gain (whiskers: range over trial pairs); above 1× = faster", fontsize=10)
+    lo_y, hi_y = ax_gain.get_ylim()
+    ax_gain.set_ylim(min(lo_y, 0.9), max(hi_y, 1.1))
+    gain_handles = [Line2D([], [], color=NOSPEC_COLOR, linewidth=1.4, label="no-spec = 1×")]
+    if any(g.required is not None for g in gains):
+        gain_handles.append(Line2D([], [], color="firebrick", linestyle="--", linewidth=1.2,
+                                   label="required gain (gate)"))
+    ax_gain.legend(handles=gain_handles, loc="best", fontsize=8, framealpha=0.9)
+    _legend(fig, ax_tpot, list(handles.values()), False)
+    return _save(fig, Path(path))
+
+
 def write_plots(run: Result, out_dir: Path | str,
                 baseline: Result | None = None) -> dict[str, Path]:
     """Every chart that has data, as PNG files in ``out_dir``; with a baseline, also the
@@ -428,7 +571,13 @@ def write_plots(run: Result, out_dir: Path | str,
     for prefix, base in variants:
         for key, name in PLOT_FILES.items():
             path = out_dir / f"{prefix}{name}"
-            if key in METRICS:
+            if key in SAME_RUN_ONLY:
+                # The paired gain compares two sides of the same run; a baseline adds
+                # nothing to it, and a Baseline file holds no paired trials.
+                if base is not None or not isinstance(run, RunResult):
+                    continue
+                p = plot_tpot_gain(run, path)
+            elif key in METRICS:
                 p = plot_vs_concurrency(run, key, path, base)
             elif key == "acceptance_vs_k":
                 p = plot_acceptance_vs_k(run, path, base)

@@ -189,8 +189,13 @@ def synthetic_run(
     hardware_id: str = "gpu-nvidia-a100-sxm4-80gb-x1",
     vllm_version: str = "0.32.0",
     run_dir: str = "synthetic-run",
+    paired_max_concurrency: int | None = None,
 ) -> RunResult:
-    """A deterministic (per ``seed``) synthetic run of the configs × concurrencies matrix."""
+    """A deterministic (per ``seed``) synthetic run of the configs × concurrencies matrix.
+
+    ``paired_max_concurrency``: also the no-spec trials a TPOT-gain gate pairs with each
+    spec case at concurrencies up to it (``RunResult.paired_nospec``), drawn after the
+    matrix so a seed gives the same cases with or without them."""
     rng = np.random.default_rng(seed)
     start = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
     cases = [
@@ -199,9 +204,22 @@ def synthetic_run(
         for cfg in configs for c in concurrencies
     ]
     cases = [c.model_copy(update={"vllm_version": vllm_version}) for c in cases]
+    nospec = next((cfg for cfg in configs if cfg.k is None), None)
+    paired: dict[str, CaseResult] = {}
+    if paired_max_concurrency is not None and nospec is not None:
+        for cfg in configs:
+            for c in concurrencies:
+                if cfg.k is None or c > paired_max_concurrency:
+                    continue
+                paired[Case(config_id=cfg.id, concurrency=c).id] = _case(
+                    nospec, c, trials=trials, requests=requests, output_tokens=output_tokens,
+                    rng=rng, start=start, run_cv=run_cv, request_cv=request_cv,
+                    accept_shift=accept_shift,
+                ).model_copy(update={"vllm_version": vllm_version})
     return RunResult(
         provenance=_provenance(profile, hardware, hardware_id, vllm_version, start),
         run_dir=run_dir, started_at=start, finished_at=start + timedelta(hours=1), cases=cases,
+        paired_nospec=paired,
     )
 
 

@@ -46,6 +46,12 @@ acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode count
   samples: :func:`specperf.stats.compare_rate` with an absolute tolerance, overall and per
   draft position (0-based, like the gate checks).
 
+Outside load
+------------
+A case where either side kept a trial marked ``contended`` (other processes used more CPU
+than ``load.max_outside_cores`` even after re-measuring, :mod:`specperf.contention`) gets a
+note naming the side and the load; its verdicts are left as the numbers say.
+
 Comparability (refusals)
 ------------------------
 A different ``provenance.hardware_id`` or ``provenance.profile_hash`` makes every number
@@ -65,6 +71,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from specperf.contention import comparison_note
 from specperf.schemas import (
     Baseline,
     Case,
@@ -520,6 +527,10 @@ def compare_cases(base: CaseResult, cur: CaseResult,
     rule = rules.rule("acceptance_rate")
     if rule.enabled:
         _compare_acceptance(base, cur, rule, rules, out, add)
+    # Said, never acted on: the verdicts stay what the numbers say.
+    busy = comparison_note(base.trials, cur.trials)
+    if busy:
+        out.notes.append(busy)
     return out
 
 

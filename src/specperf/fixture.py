@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from specperf import baseline as baseline_store
-from specperf import gate
+from specperf import contention, gate
 from specperf.dataset import load_prompts
 from specperf.load import run_load
 from specperf.measure import case_result, make_trial
@@ -56,6 +56,8 @@ class PerfOptions:
     repeats: int | None
     dataset: str | None
     models_cache: Path
+    #: --perf-max-outside-cores: replaces the profile's load.max_outside_cores (≤ 0 = off).
+    max_outside_cores: float | None = None
 
 
 @dataclass
@@ -107,6 +109,12 @@ class PerfSession:
     @property
     def repeats(self) -> int:
         return self.options.repeats or self.profile.repeats
+
+    @property
+    def max_outside_cores(self) -> float:
+        """The contention guard's limit: the option, else the profile's (≤ 0 = off)."""
+        opt = self.options.max_outside_cores
+        return self.profile.load.max_outside_cores if opt is None else opt
 
     def ordered_configs(self) -> list[ServerConfig]:
         # The no-spec config runs first: the paired TPOT gain of every spec config
@@ -350,13 +358,37 @@ class PerfSession:
     def _trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
                case: Case | None = None, paired: bool = False) -> Trial:
         """One trial on ``server``; ``case`` (default: the server's own) is the case the
-        progress display counts it for — a paired no-spec trial counts for its spec case."""
+        progress display counts it for — a paired no-spec trial counts for its spec case.
+
+        Guarded: an attempt during which other processes used more than
+        ``max_outside_cores`` is measured again (specperf.contention.measure_guarded)."""
+        shown = case or Case(config_id=server.config_id, concurrency=concurrency)
+        limit = self.max_outside_cores
+        retries = self.profile.load.contended_retries
+
+        def discarded(trial: Trial, n: int) -> None:
+            self.say(f"specperf: {shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
+                     f" ran under outside CPU load {trial.outside_cores:.2f} cores (limit "
+                     f"{limit:g}): measuring it again ({n}/{retries})")
+
+        trial = contention.measure_guarded(
+            # The server is warm after the first attempt: warm-up requests only once.
+            lambda n: self._attempt(server, concurrency, index, warmup and n == 0, shown, paired),
+            limit, retries, on_discard=discarded)
+        self.view.trial_done()
+        return trial
+
+    def _attempt(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
+                 shown: Case, paired: bool) -> Trial:
         p = self.profile
         view = self.view
-        view.trial_started(case or Case(config_id=server.config_id, concurrency=concurrency),
-                           paired)
+        view.trial_started(shown, paired)
         started = utcnow()
         before = fetch_counters(server.base_url)
+        # Every server of the session is the suite's own load, not a neighbour's (an idle
+        # one that polls would otherwise trigger re-measurements nothing can fix).
+        pids = sorted({s.proc.pid for s in (server, *self.servers.values()) if s.proc is not None})
+        cpu_before = contention.take_snapshot(pids)
         load = run_load(
             self._load_url(server), server.argv[server.argv.index("--model") + 1],
             self.prompts(), p.sampling, concurrency, p.load.requests_at(concurrency),
@@ -364,9 +396,10 @@ class PerfSession:
             request_timeout_s=p.load.request_timeout_s,
             on_request=lambda sample: view.request_done(sample.ok),
         )
+        cpu_after = contention.take_snapshot(pids)
         after = fetch_counters(server.base_url)
-        view.trial_done()
-        return make_trial(index, started, load, counter_delta(before, after))
+        return make_trial(index, started, load, counter_delta(before, after),
+                          outside_cores=contention.measured_outside_cores(cpu_before, cpu_after))
 
     def _load_url(self, server: VllmServer) -> str:
         """Where load goes: the server, or — for gate experiments only — a delaying proxy
@@ -471,12 +504,13 @@ class PerfSession:
     def _report(self, result: CaseResult) -> None:
         acc = result.acceptance
         acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
+        busy = contention.load_sentence(contention.trials_load(result.trials))
         self.view.case_done(
             result.case,
             f"specperf: {result.case.id}: {result.n_requests} requests, median TTFT "
             f"{result.ttft_ms.median or float('nan'):.1f} ms, TPOT "
             f"{result.tpot_ms.median or float('nan'):.2f} ms, "
-            f"{result.output_throughput:.1f} tok/s{acc_txt}"
+            f"{result.output_throughput:.1f} tok/s{acc_txt}" + (f"; {busy}" if busy else "")
         )
 
     # -- gates ------------------------------------------------------------------

@@ -30,7 +30,8 @@ def summarise(values_s: Sequence[float], scale: float = 1000.0) -> Summary:
 
 
 def make_trial(
-    index: int, started_at: datetime, load: LoadResult, acceptance: Acceptance | None
+    index: int, started_at: datetime, load: LoadResult, acceptance: Acceptance | None,
+    outside_cores: float | None = None,
 ) -> Trial:
     ok = [s for s in load.samples if s.ok]
     out_tokens = sum(s.output_tokens for s in ok)
@@ -44,6 +45,7 @@ def make_trial(
         output_throughput=out_tokens / dur,
         request_throughput=len(ok) / dur,
         acceptance=acceptance,
+        outside_cores=outside_cores,
     )
 
 

@@ -50,6 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="with --perf-update-baselines: accept a run that has failures")
     g.addoption("--perf-repeats", type=int, default=None, help="trials per case (profile: repeats)")
     g.addoption("--perf-dataset", default=None, help="ShareGPT JSON path (overrides the profile)")
+    g.addoption("--perf-max-outside-cores", type=float, default=None, metavar="X",
+                help="contention guard: measure a trial again when other processes used more "
+                     "than X cores meanwhile (profile: load.max_outside_cores, default 0.25; "
+                     "0 or negative turns the guard off)")
     g.addoption("--perf-shard", default=None, metavar="I/N",
                 help="run shard I of N (1-based): server configs are split round-robin, never "
                      "a config's cases; the no-spec config's own tests run in shard 1, and every "
@@ -88,6 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
         repeats=config.getoption("--perf-repeats"),
         dataset=config.getoption("--perf-dataset") or os.environ.get("SPECPERF_SHAREGPT"),
         models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
+        max_outside_cores=config.getoption("--perf-max-outside-cores"),
     )
 
     def at_terminal(write: Callable[[Any], None]) -> bool:

@@ -81,6 +81,16 @@ class Load(_Strict):
     warmup_requests: int = Field(2, ge=0, description="sent before each case, not counted")
     error_budget: float = Field(0.0, ge=0.0, le=1.0, description="fraction of requests allowed to fail")
     request_timeout_s: float = Field(300.0, gt=0)
+    # The contention guard (specperf.contention): a trial during which other processes
+    # used more than this many cores is measured again. 0.25 because on the 2-core CPU
+    # runner a quarter core of foreign load already moved TPOT by more than 10 %, more
+    # than the 5 % a comparison calls a change; a GPU host with many idle cores can
+    # afford more. 0 or less turns the guard off (--perf-max-outside-cores overrides).
+    max_outside_cores: float = Field(
+        0.25, description="re-measure a trial when other processes used more cores than this; "
+                          "≤ 0 = off")
+    contended_retries: int = Field(
+        2, ge=0, description="re-measurements of a contended trial before it is kept, flagged")
 
     def requests_at(self, concurrency: int) -> int:
         return max(self.requests, concurrency * self.min_requests_per_stream)
@@ -262,6 +272,8 @@ class Profile(_Strict):
     # the baseline comparable; changing a model, an argument or the workload does not.
     _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "startup_timeout_s", "source", "server_configs",
                    "concurrencies"}
+    # The contention guard decides which attempts are kept, not what an attempt measures.
+    _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries"}
 
     def hash(self) -> str:
         """Stable hash of everything that changes what is measured, for the whole matrix."""
@@ -276,7 +288,9 @@ class Profile(_Strict):
         return _digest({**self._measured(), "server_config": self._config_measured(config)})
 
     def _measured(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude=self._UNMEASURED)
+        exclude: dict[str, Any] = dict.fromkeys(self._UNMEASURED, True)
+        exclude["load"] = self._UNMEASURED_LOAD
+        return self.model_dump(mode="json", exclude=exclude)
 
     @staticmethod
     def _config_measured(config: ServerConfig) -> dict[str, Any]:

@@ -131,6 +131,18 @@ class Trial(_Model):
     output_throughput: float = Field(description="output tokens / s over the trial")
     request_throughput: float
     acceptance: Acceptance | None = None
+    # The contention guard (specperf.contention). Optional and additive: run files
+    # written before it load unchanged, with the load unknown.
+    outside_cores: float | None = Field(
+        None, description="cores' worth of other processes (not the servers, not the suite) "
+                          "that ran during the trial; None = unknown")
+    remeasured_outside_cores: list[float] = Field(
+        default_factory=list,
+        description="outside load of the attempts this trial replaced (measured again because "
+                    "it exceeded load.max_outside_cores)")
+    contended: bool = Field(
+        False, description="still above load.max_outside_cores after load.contended_retries "
+                           "re-measurements; kept, and flagged in reports and compare")
 
 
 class CaseResult(_Model):

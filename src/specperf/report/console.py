@@ -28,6 +28,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from specperf import contention
 from specperf.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
 from specperf.schemas import Baseline, CaseResult, GateCheck, Provenance, RunResult
 from specperf.stats import Comparison, Direction, Verdict
@@ -201,16 +202,32 @@ def checks_table(run: RunResult) -> Table:
 def cases_table(run: RunResult | Baseline | Iterable[CaseResult],
                 title: str = "specperf measurements") -> Table:
     cases = run.cases if isinstance(run, RunResult | Baseline) else list(run)
+    paired = run.paired_nospec if isinstance(run, RunResult) else None
+    # Other processes' CPU during the trials (the contention guard); left out for run
+    # files written before it, which do not know.
+    outside = contention.known(cases, paired)
     t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("case", "TTFT p50 ms", "TPOT p50 ms", "E2E p50 ms", "out tok/s", "accept",
-                "accept per position", "err"):
+                "accept per position", "err", *(["outside cores"] if outside else [])):
         t.add_column(col, justify="left" if col == "case" else "right", no_wrap=col == "case")
     for r in cases:
-        t.add_row(Text(r.case.id), Text(_fmt(r.ttft_ms.median, "ms")),
-                  Text(_fmt(r.tpot_ms.median, "ms")), Text(_fmt(r.e2e_ms.median, "ms")),
-                  Text(f"{r.output_throughput:.1f}"), *map(Text, _acc(r)),
-                  Text(str(r.n_errors), style="red" if r.n_errors else ""))
+        cells = [Text(r.case.id), Text(_fmt(r.ttft_ms.median, "ms")),
+                 Text(_fmt(r.tpot_ms.median, "ms")), Text(_fmt(r.e2e_ms.median, "ms")),
+                 Text(f"{r.output_throughput:.1f}"), *map(Text, _acc(r)),
+                 Text(str(r.n_errors), style="red" if r.n_errors else "")]
+        if outside:
+            load = contention.case_load(r, paired)
+            cells.append(Text(contention.load_cell(load), style="yellow" if load.contended else ""))
+        t.add_row(*cells)
     return t
+
+
+def outside_load_lines(run: RunResult | Baseline) -> list[str]:
+    """One line per case the contention guard acted on, e.g. 'outside load: draft-k2-c1:
+    2 trials re-measured under outside load 0.90, 0.60 cores'."""
+    paired = run.paired_nospec if isinstance(run, RunResult) else None
+    return [f"outside load: {r.case.id}: {line}" for r in run.cases
+            if (line := contention.case_sentence(r, paired))]
 
 
 def _acc(r: CaseResult) -> tuple[str, str]:
@@ -235,6 +252,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
     console = _console(buf, width, color)
     console.print(Text(provenance_line(run.provenance), style="dim"))
     console.print(cases_table(run))
+    for line in outside_load_lines(run):
+        console.print(Text(line, style="yellow"))
     if run.checks:
         console.print(checks_table(run))
     for s in run.servers:
@@ -258,6 +277,8 @@ def render_baseline(baseline: Baseline, width: int | None = None,
     console.print(Text(f"specperf baseline — {len(baseline.cases)} cases", style="bold"))
     console.print(Text(provenance_line(baseline.provenance), style="dim"))
     console.print(cases_table(baseline, title="baseline measurements"))
+    for line in outside_load_lines(baseline):
+        console.print(Text(line, style="yellow"))
     return _text(buf)
 
 

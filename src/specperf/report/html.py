@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from specperf import __version__
+from specperf import __version__, contention
 from specperf.compare import VERDICT_ORDER, CaseComparison, RunComparison
 from specperf.report.console import delta_text, fmt_value, spread_text
-from specperf.schemas import GateCheck, Provenance, RunResult
+from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.stats import Comparison, Direction, Verdict
 
 __all__ = ["PLOT_TITLES", "render_html", "write_html"]
@@ -253,6 +253,9 @@ def _checks_html(run: RunResult) -> str:
 
 def _cases_html(run: RunResult) -> str:
     rows = []
+    # Other processes' CPU during the trials (the contention guard); not shown for run
+    # files written before it.
+    outside = contention.known(run.cases, run.paired_nospec)
     for r in run.cases:
         a = r.acceptance
         rate = "—" if a is None else ("n/a" if a.rate is None else f"{a.rate:.3f}")
@@ -267,10 +270,22 @@ def _cases_html(run: RunResult) -> str:
                 _num(r.e2e_ms.median, "ms"), _num(r.tpot_ms.mean, "ms"),
                 f"{r.output_throughput:.1f}", rate, pos, len(r.trials), r.n_requests,
                 r.n_errors))
+            + (_outside_cell(r, run) if outside else "")
             + "</tr>")
     if not rows:
         return "<h2>Measurements</h2><p class=\"muted\">No case was measured.</p>"
-    return f"<h2>Measurements ({len(rows)} cases)</h2>" + _table(CASE_HEADERS, rows)
+    notes = "".join(f"<li><code>{_e(r.case.id)}</code>: {_e(line)}</li>" for r in run.cases
+                    if (line := contention.case_sentence(r, run.paired_nospec)))
+    box = (f'<div class="box note"><b>Outside CPU load:</b><ul>{notes}</ul></div>'
+           if notes else "")
+    headers = [*CASE_HEADERS, ("outside cores", True)] if outside else CASE_HEADERS
+    return f"<h2>Measurements ({len(rows)} cases)</h2>" + box + _table(headers, rows)
+
+
+def _outside_cell(r: CaseResult, run: RunResult) -> str:
+    load = contention.case_load(r, run.paired_nospec)
+    cls = "num fail" if load.contended else "num"
+    return f'<td class="{cls}">{_e(contention.load_cell(load))}</td>'
 
 
 def _servers_html(run: RunResult) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from specperf import contention
 from specperf.compare import VERDICT_ORDER, CaseComparison, RunComparison
 from specperf.report.console import delta_text, fmt_value, provenance_line, spread_text
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
@@ -231,9 +232,22 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
                        f"(log `{md_escape(s.log_path)}`)\n")
     if run.baseline_note:
         out.append(f"_{md_escape(run.baseline_note)}_\n")
+    outside = [f"{md_escape(r.case.id)}: {md_escape(line)}" for r in run.cases
+               if (line := contention.case_sentence(r, run.paired_nospec))]
+    if outside:
+        # Said outside the folded table: a trial measured under a neighbour's load is why a
+        # number may be off, so it must be seen.
+        out.append("> **Outside CPU load:** "
+                   + "<br>".join(outside if row_limit is None else outside[:row_limit]) + "\n")
     if run.cases:
-        out.append(_details(f"Measurements ({len(run.cases)} cases)",
-                            _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)))
+        if contention.known(run.cases, run.paired_nospec):
+            def row(r: CaseResult) -> list[str]:
+                return [*_case_row(r), md_escape(contention.load_cell(
+                    contention.case_load(r, run.paired_nospec)))]
+            table = _table([*CASE_HEADERS, "outside cores>"], run.cases, row, row_limit, pointer)
+        else:
+            table = _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)
+        out.append(_details(f"Measurements ({len(run.cases)} cases)", table))
     return "\n".join(out)
 
 

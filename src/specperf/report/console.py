@@ -235,6 +235,9 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
     console = _console(buf, width, color)
     console.print(Text(provenance_line(run.provenance), style="dim"))
     console.print(cases_table(run))
+    for r in run.cases:
+        if r.retry is not None:
+            console.print(Text(f"retried {r.case.id}: {r.retry.summary_line()}"))
     if run.checks:
         console.print(checks_table(run))
     for s in run.servers:

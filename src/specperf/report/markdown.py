@@ -231,6 +231,9 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
                        f"(log `{md_escape(s.log_path)}`)\n")
     if run.baseline_note:
         out.append(f"_{md_escape(run.baseline_note)}_\n")
+    for r in run.cases:
+        if r.retry is not None:
+            out.append(f"- retried `{md_escape(r.case.id)}`: {md_escape(r.retry.summary_line())}\n")
     if run.cases:
         out.append(_details(f"Measurements ({len(run.cases)} cases)",
                             _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)))

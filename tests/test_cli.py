@@ -13,7 +13,7 @@ import pytest
 
 import specperf
 from specperf import cli
-from specperf.compare import load_result
+from specperf.compare import CompareRules, load_result
 from specperf.report.synthetic import scale_latency
 from specperf.schemas import Baseline, RunResult
 
@@ -68,6 +68,34 @@ def test_compare_regression_exits_1_and_names_the_metric(
     assert data["kind"] == "specperf-comparison"
     assert any(m["metric"] == "TPOT" and m["verdict"] == "regression"
                for c in data["cases"] for m in c["comparisons"])
+
+
+def test_compare_applies_the_rules_recorded_in_the_run(
+        capsys: pytest.CaptureFixture[str], real: RunResult, tmp_path: Path) -> None:
+    """A run whose profile only calls 60 % a change (its [compare] table, recorded in
+    run.json) is judged by those rules offline too: the 30 % slowdown that exits 1 under
+    the defaults passes, and the output says the rules differ."""
+    slower = scale_latency(real, 1.3, cases=["self-k3"])
+    assert isinstance(slower, RunResult)
+    rules = CompareRules.model_validate({
+        "metrics": {"tpot": {"min_effect": 0.6}, "e2e": {"min_effect": 0.6}},
+        "budget_tolerance": {"output_throughput": 0.6},
+    })
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(slower.model_copy(update={"compare_rules": rules}).model_dump_json())
+    bare = tmp_path / "bare.json"  # an older run file: no rules recorded
+    bare.write_text(slower.model_dump_json())
+    assert "compare_rules" not in json.loads(REAL_RUN.read_text())  # old files still load
+
+    rc, out, err = run_cli(capsys, "compare", str(bare), str(REAL_RUN), "--width", "120")
+    assert rc == 1 and "REGRESSION" in out
+    js = tmp_path / "cmp.json"
+    rc, out, err = run_cli(capsys, "compare", str(recorded), str(REAL_RUN), "--width", "120",
+                           "--json", str(js))
+    assert rc == 0, out + err
+    assert "0 regressions" in out
+    assert "rules differ from the defaults: TPOT minimum effect 60 % (default 5 %)" in out
+    assert json.loads(js.read_text())["rules"]["metrics"]["tpot"]["min_effect"] == 0.6
 
 
 def test_compare_run_against_itself_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

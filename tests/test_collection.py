@@ -83,3 +83,18 @@ def test_shards_split_configs_never_cases() -> None:
     assert not (configs[0] & configs[1]) and not (configs[1] & configs[2])
     assert not (configs[0] & configs[2])
     assert "nospec" in configs[0]
+
+
+def test_retry_inconclusive_option_forms() -> None:
+    """Bare (default cap) and =CAP collect the same matrix; a word after the bare option
+    is a usage error that says how to write it."""
+    plain = collect("--perf-profile", "cpu-tiny")
+    assert collect("--perf-profile", "cpu-tiny", "--perf-retry-inconclusive") == plain
+    assert collect("--perf-profile", "cpu-tiny", "--perf-retry-inconclusive=6") == plain
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+         "--perf-retry-inconclusive", "perf_tests"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 4
+    assert "write --perf-retry-inconclusive=CAP" in proc.stderr

@@ -5,28 +5,34 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from specperf.baseline import BaselineError
 from specperf.compare import (
+    CaseComparison,
     CompareRules,
     MetricRule,
     RunComparison,
     as_run,
     compare_cases,
     compare_runs,
+    decide_with_retries,
+    inconclusive_metrics,
     load_result,
 )
+from specperf.profile import load_profile
 from specperf.report.synthetic import (
     SynthConfig,
     scale_latency,
     scale_throughput,
     synthetic_run,
 )
-from specperf.schemas import Baseline, RunResult
-from specperf.stats import Direction, Verdict
+from specperf.schemas import Baseline, Case, RunResult
+from specperf.stats import Direction, Verdict, compare_samples
 
 REAL_RUN = Path(__file__).parent / "data" / "run-cpu-tiny.json"
 CONFIGS = (
@@ -293,3 +299,145 @@ def test_nothing_in_common_is_refused(real: RunResult) -> None:
                        real.model_copy(update={"cases": real.cases[1:]}))
     assert cmp.exit_code == 2
     assert cmp.refusals[0].startswith("nothing to compare: no case is present in both")
+
+
+# --------------------------------------------------------------------------- profile rules
+
+PROFILE_CI = Path(__file__).parent / "profiles" / "cpu-ci.toml"
+
+
+def _profile_rules(tmp_path: Path, table: str) -> CompareRules:
+    path = tmp_path / "p.toml"
+    path.write_text(PROFILE_CI.read_text() + "\n" + table)
+    return load_profile(path).compare
+
+
+def test_profile_min_effect_changes_a_verdict(five_trials: RunResult, tmp_path: Path) -> None:
+    """The same 30 % TPOT slowdown: a REGRESSION under the defaults (5 %), UNCHANGED under a
+    profile that only cares about 60 % — the whole interval lies inside its band."""
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    default = verdicts(compare_runs(cur, five_trials))
+    assert default[("d-k3-c1", "TPOT")] is Verdict.REGRESSION
+    rules = _profile_rules(tmp_path, "[compare.metrics.tpot]\nmin_effect = 0.6\n")
+    cmp = compare_runs(cur, five_trials, rules)
+    v = verdicts(cmp)
+    assert v[("d-k3-c1", "TPOT")] is Verdict.UNCHANGED
+    assert v[("d-k3-c1", "E2E")] is Verdict.REGRESSION  # E2E kept its default 5 %
+    assert "rules differ from the defaults: TPOT minimum effect 60 % (default 5 %)" in cmp.notes
+
+
+def test_compare_uses_the_rules_the_run_recorded(five_trials: RunResult, tmp_path: Path) -> None:
+    rules = _profile_rules(tmp_path, "[compare.metrics.tpot]\nmin_effect = 0.6\n")
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    assert isinstance(cur, RunResult)
+    recorded = cur.model_copy(update={"compare_rules": rules})
+    # Through a file, as `specperf compare` reads it.
+    path = tmp_path / "run.json"
+    path.write_text(recorded.model_dump_json())
+    loaded = load_result(path)
+    assert isinstance(loaded, RunResult) and loaded.compare_rules == rules
+    cmp = compare_runs(loaded, five_trials)
+    assert cmp.rules == rules
+    assert verdicts(cmp)[("d-k3-c1", "TPOT")] is Verdict.UNCHANGED
+    # Explicit rules win over recorded ones; a baseline (no rules) gets the defaults.
+    assert verdicts(compare_runs(loaded, five_trials, CompareRules()))[
+        ("d-k3-c1", "TPOT")] is Verdict.REGRESSION
+    base = Baseline(provenance=cur.provenance, cases=cur.cases)
+    assert compare_runs(base, five_trials).rules == CompareRules()
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def _sampler(seed: int, centre: float, cv: float):  # type: ignore[no-untyped-def]
+    """Per-trial TPOT values: log-normal noise of about ``cv`` around ``centre``."""
+    rng = np.random.default_rng(seed)
+    return lambda n: list(centre * rng.lognormal(0.0, cv, n))
+
+
+class _SyntheticCases:
+    """Cases whose trials come from sample generators, compared per trial with the real
+    verdict rule; ``runs`` logs every run_more call."""
+
+    def __init__(self, baseline: list[float], generators: dict[str, Any], initial: int) -> None:
+        self.baseline = baseline
+        self.generators = generators
+        self.trials = {k: g(initial) for k, g in generators.items()}
+        self.runs: list[dict[str, int]] = []
+
+    def compare(self, key: str) -> CaseComparison | None:
+        if key == "no-baseline":
+            return None
+        m = compare_samples("TPOT", self.baseline, self.trials[key],
+                            direction=Direction.LOWER_IS_BETTER, min_effect=0.05, min_samples=3)
+        return CaseComparison(case=Case(config_id=key, concurrency=1), config_label=key,
+                              current_trials=len(self.trials[key]), comparisons=[m])
+
+    def run_more(self, todo: dict[str, int]) -> None:
+        self.runs.append(dict(todo))
+        for key, n in todo.items():
+            self.trials[key] += self.generators[key](n)
+
+
+def test_retries_decide_an_inconclusive_case_and_leave_decided_ones() -> None:
+    base = _sampler(101, 50.0, 0.05)(12)
+    cases = _SyntheticCases(base, {
+        "same": _sampler(1, 50.0, 0.05),      # no change: INCONCLUSIVE at 3 trials
+        "slower": _sampler(3, 65.0, 0.05),    # 30 % slower: a REGRESSION at once
+    }, initial=3)
+    assert cases.compare("same").comparisons[0].verdict is Verdict.INCONCLUSIVE  # type: ignore[union-attr]
+    assert cases.compare("slower").comparisons[0].verdict is Verdict.REGRESSION  # type: ignore[union-attr]
+
+    records = decide_with_retries(["same", "slower", "no-baseline"], cases.compare,
+                                  cases.run_more, cap=15, batch=2)
+    assert set(records) == {"same"}  # decided and uncomparable cases get no extra trial
+    rec = records["same"]
+    assert rec.triggered_by == ["TPOT"] and rec.outcome == {"TPOT": "unchanged"}
+    assert rec.initial_trials == 3 and rec.trials == len(cases.trials["same"]) < 15
+    assert rec.rounds == len(cases.runs) and all(r == {"same": 2} for r in cases.runs)
+    assert len(cases.trials["slower"]) == 3
+    assert "now unchanged" in rec.summary_line() and rec.still_inconclusive == []
+
+
+def test_retries_stop_at_the_cap_with_a_smaller_last_batch() -> None:
+    base = _sampler(104, 50.0, 0.3)(12)
+    cases = _SyntheticCases(base, {"noisy": _sampler(4, 50.0, 0.3)}, initial=3)
+    records = decide_with_retries(["noisy"], cases.compare, cases.run_more, cap=8, batch=2)
+    rec = records["noisy"]
+    # 3 → 5 → 7 → 8: the last round only fills up to the cap.
+    assert cases.runs == [{"noisy": 2}, {"noisy": 2}, {"noisy": 1}]
+    assert (rec.trials, rec.rounds, rec.cap) == (8, 3, 8) and len(cases.trials["noisy"]) == 8
+    assert rec.still_inconclusive == ["TPOT"]
+    assert "still inconclusive" in rec.summary_line()
+
+
+def test_retries_interleave_cases_and_stop_when_nothing_is_added() -> None:
+    base = _sampler(104, 50.0, 0.3)(12)
+    cases = _SyntheticCases(base, {"a": _sampler(4, 50.0, 0.3), "b": _sampler(5, 50.0, 0.3)},
+                            initial=3)
+    records = decide_with_retries(["a", "b"], cases.compare, cases.run_more, cap=5, batch=2)
+    assert cases.runs[0] == {"a": 2, "b": 2}  # one round serves every undecided case
+    assert all(r.trials == 5 for r in records.values())
+
+    stuck = _SyntheticCases(base, {"a": _sampler(4, 50.0, 0.3)}, initial=3)
+    records = decide_with_retries(["a"], stuck.compare, lambda todo: stuck.runs.append(todo),
+                                  cap=9, batch=2)
+    assert len(stuck.runs) == 1 and records["a"].trials == 3  # no endless loop
+
+
+def test_retry_needs_a_positive_batch() -> None:
+    with pytest.raises(ValueError, match="batch"):
+        decide_with_retries([], lambda k: None, lambda t: None, cap=3, batch=0)
+
+
+def test_inconclusive_metrics_skips_what_more_trials_cannot_decide(
+        five_trials: RunResult) -> None:
+    """A latency judged against a baseline's summary figures alone (no samples there)
+    does not narrow with trials on this side, so it triggers no retry."""
+    base = five_trials.cases[0]
+    no_samples = base.model_copy(update={"trials": [], "ttft_ms": base.ttft_ms.model_copy(
+        update={"median": base.ttft_ms.median * 1.18})})  # type: ignore[operator]
+    cc = compare_cases(no_samples, base)
+    ttft = next(m for m in cc.comparisons if m.metric == "TTFT")
+    assert ttft.verdict is Verdict.INCONCLUSIVE and cc.details["TTFT"].samples == "summary"
+    assert "TTFT" not in inconclusive_metrics(cc)

@@ -16,6 +16,7 @@ from specperf.schemas import (
     Acceptance,
     Case,
     CaseResult,
+    CompareRules,
     GateCheck,
     Provenance,
     RequestSample,
@@ -244,3 +245,20 @@ def test_real_cpu_run_file_splits_and_merges_back(tmp_path: Path) -> None:
     assert sorted(k.message for k in merged.checks) == sorted(
         k.message for k in run.checks if k.case in {c.case for c in run.cases})
     assert merged.provenance == run.provenance
+
+
+def test_shards_judged_by_other_rules_are_refused() -> None:
+    """The merged run carries one rule set for `specperf compare`; shards whose profile's
+    [compare] table differed cannot share it (an older shard without rules = defaults)."""
+    strict = CompareRules.model_validate({"metrics": {"tpot": {"min_effect": 0.02}}})
+    a = _run(["nospec"]).model_copy(update={"compare_rules": strict})
+    b = _run(["qwen3-0.6b-k3"])
+    with pytest.raises(MergeError) as err:
+        merge_runs([a, b], ["one.json", "two.json"])
+    msg = str(err.value)
+    assert msg.startswith("two.json: field `compare_rules` is 'the default rules' but one.json")
+    assert "TPOT minimum effect 2 % (default 5 %)" in msg
+    same = merge_runs([a, b.model_copy(update={"compare_rules": strict})])
+    assert same.compare_rules == strict
+    assert merge_runs([_run(["nospec"]), b.model_copy(
+        update={"compare_rules": CompareRules()})]).compare_rules is None  # the first's

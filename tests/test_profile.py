@@ -8,6 +8,7 @@ import pytest
 import tomllib
 
 from specperf.profile import ProfileError, load_profile
+from specperf.schemas import CompareRules, Direction
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = sorted((REPO / "perf_tests" / "profiles").glob("*.toml"))
@@ -125,3 +126,89 @@ def test_a100_profile_encodes_the_published_matrix() -> None:
             assert "--gpu-memory-utilization" in c.serve_args
     raw = tomllib.loads((REPO / "perf_tests" / "profiles" / "a100-qwen3-32b.toml").read_text())
     assert raw["workload"]["num_prompts"] == 1000
+
+
+# --------------------------------------------------------------------------- [compare]
+
+COMPARE_TABLE = """
+[compare]
+alpha = 0.05
+budget_tolerance = { output_throughput = 0.2 }
+
+[compare.metrics.tpot]
+min_effect = 0.08
+direction = "lower"
+
+[compare.metrics.e2e]
+enabled = false
+"""
+
+
+def test_compare_table_overrides_only_what_it_names(tmp_path: Path) -> None:
+    p = load_profile(_write(tmp_path, COMPARE_TABLE))
+    rules = p.compare
+    assert rules.alpha == 0.05
+    tpot = rules.rule("tpot")
+    # Named fields from the table, the rest from TPOT's defaults.
+    assert (tpot.min_effect, tpot.direction) == (0.08, Direction.LOWER_IS_BETTER)
+    assert (tpot.name, tpot.unit, tpot.statistic) == ("TPOT", "ms", "median")
+    assert rules.rule("e2e").enabled is False
+    assert rules.rule("ttft") == CompareRules().rule("ttft")
+    assert rules.budget("output_throughput") == 0.2
+    assert rules.budget("ttft") == CompareRules().budget("ttft")
+    assert rules.changes() == [
+        "TPOT minimum effect 8 % (default 5 %)", "E2E not compared",
+        "alpha 0.05 (default 0.01)", "output_throughput budget 20 % (default 15 %)",
+    ]
+
+
+def test_a_profile_without_compare_gets_the_defaults() -> None:
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    assert p.compare == CompareRules()
+    assert p.compare.changes() == []
+
+
+@pytest.mark.parametrize(("table", "field", "fix"), [
+    ("[compare.metrics.tpot]\nmin_efect = 0.08\n", "compare.metrics.tpot.min_efect",
+     "allowed here: name, unit, direction, statistic, min_effect, enabled"),
+    ("[compare]\nalpah = 0.05\n", "compare.alpah", "allowed here: metrics, per_position, alpha"),
+    ("[compare.metrics.tpott]\nmin_effect = 0.08\n", "compare",
+     "unknown metric(s) tpott under `metrics` — fix: use ttft, tpot, e2e"),
+    ('[compare.metrics.tpot]\ndirection = "down"\n', "compare.metrics.tpot.direction",
+     'fix: use "lower" or "higher"'),
+    ("[compare.metrics.ttft]\nmin_effect = -0.1\n", "compare.metrics.ttft.min_effect",
+     "greater than or equal to 0"),
+])
+def test_bad_compare_table_names_file_field_and_fix(tmp_path: Path, table: str, field: str,
+                                                    fix: str) -> None:
+    path = _write(tmp_path, table)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: invalid profile (1 problem(s))")
+    assert f"field `{field}`:" in msg
+    assert fix in msg
+
+
+def test_compare_table_does_not_change_hashes(tmp_path: Path) -> None:
+    """Comparison rules judge measurements; they are not measurement conditions, so a
+    baseline recorded before a [compare] edit stays comparable (like gates)."""
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    q = load_profile(_write(tmp_path, COMPARE_TABLE))
+    assert q.compare != p.compare
+    assert q.hash() == p.hash()
+    for cfg in p.server_configs:
+        assert q.config_hash(q.config(cfg.id)) == p.config_hash(cfg)
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+def test_shipped_profiles_state_their_compare_rules(path: Path) -> None:
+    """Every shipped profile writes its [compare] table out (tests/profiles/cpu-ci.toml
+    relies on the defaults)."""
+    raw = tomllib.loads(path.read_text())
+    assert set(raw["compare"]["metrics"]) == {"ttft", "tpot", "e2e", "output_throughput",
+                                              "acceptance_rate"}
+    rules = load_profile(path).compare
+    assert rules.rule("acceptance_rate").min_effect == 0.0005
+    assert all(rules.rule(k).direction == Direction.LOWER_IS_BETTER
+               for k in ("ttft", "tpot", "e2e"))

@@ -144,6 +144,27 @@ def test_rich_counts_each_case_once_whether_measured_or_failed() -> None:
     view.close()
 
 
+def test_rich_extends_a_case_that_gets_more_trials() -> None:
+    """--perf-retry-inconclusive adds trials after the planned ones: the case's row grows
+    instead of counting past its total."""
+    buf = StringIO()
+    view = RichProgress(Console(file=buf, force_terminal=True, width=80), print,
+                        get_time=lambda: 0.0)
+    view.set_cases_total(1)
+    view.server_ready("draft-k2", "specperf: draft-k2 ready")
+    view.case_started(C4, trials=1, requests=12)
+    view.trial_started(C4)
+    view.trial_done()
+    view.case_more_trials(C4, 2)
+    view.trial_started(C4)
+    view.trial_done()
+    view.refresh()
+    screen = ANSI.sub("", buf.getvalue())
+    assert "2/3 trials" in screen and "trial 2/3" in screen
+    PlainProgress(print).case_more_trials(C4, 2)  # the plain view has nothing to draw
+    view.close()
+
+
 def test_auto_is_plain_off_a_terminal_and_rich_on_one() -> None:
     assert choose_progress("auto", StringIO(), {}) == "plain"
     assert choose_progress("auto", None, {}) == "plain"

@@ -16,7 +16,7 @@ from specperf.report.console import (
     want_color,
 )
 from specperf.report.synthetic import scale_latency, synthetic_run
-from specperf.schemas import Baseline, RunResult
+from specperf.schemas import Baseline, InconclusiveRetry, RunResult
 
 REAL_RUN = Path(__file__).parent / "data" / "run-cpu-tiny.json"
 ANSI = re.compile(r"\x1b\[")
@@ -144,3 +144,15 @@ def test_show_a_baseline(real: RunResult) -> None:
     assert "specperf baseline — 3 cases" in text
     assert "self-k3-c1" in text
     assert max(len(line) for line in _lines(text)) <= 80
+
+
+def test_retried_case_gets_a_line(real: RunResult) -> None:
+    retry = InconclusiveRetry(initial_trials=1, trials=3, cap=3, batch=2, rounds=1,
+                              triggered_by=["TPOT", "E2E"],
+                              outcome={"TPOT": "unchanged", "E2E": "inconclusive"})
+    first = real.cases[0].model_copy(update={"retry": retry})
+    run = real.model_copy(update={"cases": [first, *real.cases[1:]]})
+    text = render_run(run, width=120, color=False)
+    assert (f"retried {first.case.id}: 1 → 3 trials (cap 3) for INCONCLUSIVE TPOT, E2E: TPOT "
+            "now unchanged, E2E still inconclusive") in text
+    assert "retried" not in render_run(real, width=120, color=False)

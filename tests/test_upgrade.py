@@ -252,3 +252,23 @@ def test_judge_same_cases_no_regression(tmp_path: Path):
     assert out.exit_code == 0, out.comparison.summary_line()
     assert out.problems == []
     assert {c.case.id for c in out.candidate.cases} == {"nospec-c1", "draft-k1-c1"}
+
+
+def test_judge_uses_the_profiles_compare_rules(tmp_path: Path):
+    """The A/B is judged by the profile's [compare] table: a 50 % TPOT rise regresses
+    under the defaults, not under a profile that calls only 80 % a change."""
+    from specperf.compare import CompareRules
+
+    lenient = PROFILE.model_copy(update={"compare": CompareRules.model_validate({
+        "metrics": {"tpot": {"min_effect": 0.8}, "e2e": {"min_effect": 0.8}},
+        "budget_tolerance": {"output_throughput": 0.8},
+    })})
+    steps = _steps(tmp_path)
+    a = [_run([_case("nospec", [0.02] * 3)]), _run([_case("draft-k1", [0.02] * 3)])]
+    b = [_run([_case("nospec", [0.03] * 3, vllm="0.32.0")], vllm="0.32.0"),
+         _run([_case("draft-k1", [0.03] * 3, vllm="0.32.0")], vllm="0.32.0")]
+    assert judge(steps, {"A": a, "B": b}, PROFILE, tmp_path, {}).exit_code == 1
+    out = judge(steps, {"A": a, "B": b}, lenient, tmp_path, {})
+    assert out.exit_code == 0, out.comparison.summary_line()
+    assert out.comparison.rules == lenient.compare
+    assert out.candidate.compare_rules == lenient.compare  # recorded in candidate.json

@@ -228,7 +228,9 @@ def _add_builtin_commands(sub: Any) -> None:
     p = sub.add_parser(
         "compare", help="compare a run against a baseline; exit 1 on a regression",
         description="Compare a run (or a baseline) against a baseline, per case and metric, "
-                    "with a Mann-Whitney test and a bootstrap CI. Exit 0: no regression; 1: a "
+                    "with a Mann-Whitney test and a bootstrap CI, under the comparison rules "
+                    "the run recorded (its profile's [compare] table; else the defaults). "
+                    "Exit 0: no regression; 1: a "
                     "regression; 2: bad input or incomparable files (other hardware or "
                     "profile).")
     p.add_argument("run", help="run.json (or a baseline file)")

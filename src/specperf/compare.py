@@ -46,6 +46,13 @@ acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode count
   samples: :func:`specperf.stats.compare_rate` with an absolute tolerance, overall and per
   draft position (0-based, like the gate checks).
 
+Rules
+-----
+:class:`CompareRules` (defined in :mod:`specperf.schemas`, re-exported here) holds every
+knob above; a profile's ``[compare]`` table overrides any of them, and the run records
+the rules it was judged with (``RunResult.compare_rules``), which ``compare_runs`` uses
+when it is given none. Rules that differ from the defaults are listed in the notes.
+
 Outside load
 ------------
 A case where either side kept a trial marked ``contended`` (other processes used more CPU
@@ -65,17 +72,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from specperf.contention import comparison_note
 from specperf.schemas import (
+    DEFAULT_BUDGETS,
     Baseline,
     Case,
     CaseResult,
+    CompareRules,
+    InconclusiveRetry,
+    MetricKey,
+    MetricRule,
     Provenance,
     RequestSample,
     RunResult,
@@ -85,15 +98,19 @@ from specperf.schemas import (
 from specperf.stats import Comparison, Direction, Verdict, compare_rate, compare_samples, cv
 
 __all__ = [
+    "DEFAULT_BUDGETS",
     "CaseComparison",
     "CompareRules",
     "MetricDetail",
+    "MetricKey",
     "MetricRule",
     "RunComparison",
     "VERDICT_ORDER",
     "as_run",
     "compare_cases",
     "compare_runs",
+    "decide_with_retries",
+    "inconclusive_metrics",
     "load_result",
 ]
 
@@ -111,72 +128,11 @@ RECORD_HINT = (
     "against a baseline recorded with the same profile on the same hardware"
 )
 
-MetricKey = Literal["ttft", "tpot", "e2e", "output_throughput", "acceptance_rate"]
 SampleKind = Literal["trials", "requests", "trial_means", "summary", "counters"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
-
-
-class MetricRule(_Model):
-    """How one metric is compared. ``min_effect`` is relative, except for rates (absolute)."""
-
-    name: str = Field(description="the metric name in Comparisons and reports")
-    unit: str = ""
-    direction: Direction
-    statistic: Literal["median", "mean", "rate"]
-    min_effect: float = Field(ge=0.0)
-    enabled: bool = True
-
-
-def _default_metrics() -> dict[MetricKey, MetricRule]:
-    lower, higher = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
-    return {
-        "ttft": MetricRule(name="TTFT", unit="ms", direction=lower, statistic="median",
-                           min_effect=0.10),
-        "tpot": MetricRule(name="TPOT", unit="ms", direction=lower, statistic="median",
-                           min_effect=0.05),
-        "e2e": MetricRule(name="E2E", unit="ms", direction=lower, statistic="median",
-                          min_effect=0.05),
-        "output_throughput": MetricRule(name="output throughput", unit="tok/s",
-                                        direction=higher, statistic="mean", min_effect=0.03),
-        "acceptance_rate": MetricRule(name="acceptance_rate", unit="", direction=higher,
-                                      statistic="rate", min_effect=0.0005),
-    }
-
-
-#: The budget gate's defaults (profile.BudgetGate: TTFT +25 %, throughput -15 %): single
-#: runs on a CPU runner vary by 5-12 % (TTFT up to 16 %).
-DEFAULT_BUDGETS: dict[MetricKey, float] = {
-    "ttft": 0.25, "tpot": 0.15, "e2e": 0.15, "output_throughput": 0.15,
-}
-
-
-class CompareRules(_Model):
-    """The comparison's knobs; a profile can override any of them (unknown keys are errors)."""
-
-    metrics: dict[MetricKey, MetricRule] = Field(default_factory=_default_metrics)
-    per_position: bool = Field(True, description="also compare acceptance per draft position")
-    alpha: float = Field(0.01, gt=0.0, lt=1.0, description="Mann-Whitney significance level")
-    confidence: float = Field(0.95, gt=0.0, lt=1.0, description="bootstrap CI level")
-    n_resamples: int = Field(2000, ge=100)
-    seed: int = 0
-    min_trials: int = Field(
-        5, ge=2, description="trials per side needed to compare per-trial values"
-    )
-    budget_tolerance: dict[MetricKey, float] = Field(
-        default_factory=lambda: dict(DEFAULT_BUDGETS),
-        description="relative budget of the no-interval rule: throughput with fewer than "
-                    "min_trials trials, latency when a side has no samples",
-    )
-
-    def rule(self, key: MetricKey) -> MetricRule:
-        rule = self.metrics.get(key)
-        return rule if rule is not None else _default_metrics()[key]
-
-    def budget(self, key: MetricKey) -> float:
-        return self.budget_tolerance.get(key, DEFAULT_BUDGETS.get(key, 0.15))
 
 
 class MetricDetail(_Model):
@@ -611,11 +567,20 @@ def compare_runs(
     baseline_label: str | None = None,
     force: bool = False,
 ) -> RunComparison:
-    """Compare every case present in both, after checking the provenance is comparable."""
-    rules = rules or CompareRules()
+    """Compare every case present in both, after checking the provenance is comparable.
+
+    ``rules`` default to the ones the run recorded (``RunResult.compare_rules``: its
+    profile's ``[compare]`` table), so an offline ``specperf compare`` judges a run as
+    the run itself did; a file without them (a baseline, an older run) gets the defaults.
+    """
+    if rules is None:
+        rules = (run.compare_rules if isinstance(run, RunResult) else None) or CompareRules()
     rp, bp = run.provenance, baseline.provenance
     refusals = _provenance_refusals(rp, bp)
     notes = _provenance_notes(rp, bp)
+    changed_rules = rules.changes()
+    if changed_rules:
+        notes.append("rules differ from the defaults: " + "; ".join(changed_rules))
     result = RunComparison(
         run_label=run_label, baseline_label=baseline_label, run_provenance=rp,
         baseline_provenance=bp, rules=rules, notes=notes,
@@ -693,3 +658,74 @@ def _case_list(cases: list[Case], limit: int = 8) -> str:
     ids = [c.id for c in cases[:limit]]
     more = f" and {len(cases) - limit} more" if len(cases) > limit else ""
     return ", ".join(ids) + more
+
+
+# --------------------------------------------------------------------------- retries
+
+K = TypeVar("K")
+
+
+
+def inconclusive_metrics(cc: CaseComparison) -> list[str]:
+    """The metrics of a case that more trials of this run can decide: INCONCLUSIVE on
+    samples. A latency judged against a baseline's summary figures alone (no samples
+    there, e.g. a provisional baseline) is left out: its band between the minimum effect
+    and the budget does not narrow with trials on this side."""
+    out = []
+    for m in cc.comparisons:
+        detail = cc.detail(m)
+        if m.verdict is Verdict.INCONCLUSIVE and (detail is None or detail.samples
+                                                  not in ("summary", "counters")):
+            out.append(m.metric)
+    return out
+
+
+def decide_with_retries(
+    keys: Iterable[K],
+    compare: Callable[[K], CaseComparison | None],
+    run_more: Callable[[dict[K, int]], None],
+    *,
+    cap: int,
+    batch: int,
+) -> dict[K, InconclusiveRetry]:
+    """Add trials to the cases whose comparison is INCONCLUSIVE until it is decided or a
+    case reaches ``cap`` trials; return what was done per retried case.
+
+    ``compare(key)`` compares the case's trials so far against its baseline (None: there
+    is nothing to compare it with); ``run_more({key: n})`` runs ``n`` more trials of each
+    case named (interleaved, so drift lands on all alike). Rounds add ``batch`` trials (less
+    at the cap) to every still-INCONCLUSIVE case. Pure: all I/O is in the two callables.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be ≥ 1, not {batch}")
+    records: dict[K, InconclusiveRetry] = {}
+    for key in keys:
+        cc = compare(key)
+        if cc is None:
+            continue
+        triggered = inconclusive_metrics(cc)
+        if triggered:
+            records[key] = InconclusiveRetry(
+                initial_trials=cc.current_trials, trials=cc.current_trials, cap=cap,
+                batch=batch, triggered_by=triggered,
+                outcome={m: Verdict.INCONCLUSIVE.value for m in triggered})
+    stalled: set[K] = set()
+    while True:
+        todo = {k: min(batch, cap - r.trials) for k, r in records.items()
+                if r.still_inconclusive and r.trials < cap and k not in stalled}
+        if not todo:
+            return records
+        run_more(todo)
+        for key in todo:
+            cc = compare(key)
+            assert cc is not None, "a case compared before compares after more trials"
+            rec = records[key]
+            if cc.current_trials <= rec.trials:
+                stalled.add(key)  # run_more added nothing: never loop on it
+            verdicts = {m.metric: m.verdict.value for m in cc.comparisons}
+            records[key] = rec.model_copy(update={
+                "trials": cc.current_trials,
+                "rounds": rec.rounds + 1,
+                "outcome": {m: verdicts.get(m, Verdict.INCONCLUSIVE.value)
+                            for m in rec.triggered_by},
+            })

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -31,6 +31,7 @@ from specperf.schemas import (
     Case,
     CaseResult,
     GateCheck,
+    InconclusiveRetry,
     Provenance,
     RunResult,
     ServerRecord,
@@ -40,8 +41,21 @@ from specperf.schemas import (
 from specperf.scrape import counter_delta, fetch_counters
 from specperf.server import ServerError, VllmServer, build_argv, free_port, run_env
 
+if TYPE_CHECKING:
+    from specperf.compare import CaseComparison
+
+#: --perf-retry-inconclusive adds this many trials per round to an INCONCLUSIVE case. Two,
+#: not one: a single extra trial rarely moves an interval over a few trials, and every round
+#: costs a comparison (bootstrap) and a console line.
+RETRY_BATCH = 2
+
 #: Test kinds, in the order their items run within a case.
 KINDS = ("requests", "acceptance", "tpot_gain", "ttft_budget", "throughput_budget")
+
+#: --perf-retry-inconclusive without a cap: a case may get up to this many times the
+#: profile's repeats — enough for a few rounds, bounded so one noisy case cannot hold the
+#: run hostage.
+RETRY_CAP_FACTOR = 3
 
 
 @dataclass
@@ -58,6 +72,9 @@ class PerfOptions:
     models_cache: Path
     #: --perf-max-outside-cores: replaces the profile's load.max_outside_cores (≤ 0 = off).
     max_outside_cores: float | None = None
+    #: --perf-retry-inconclusive: None off; 0 the default cap (RETRY_CAP_FACTOR × repeats);
+    #: else the most trials a case may get.
+    retry_inconclusive: int | None = None
 
 
 @dataclass
@@ -115,6 +132,14 @@ class PerfSession:
         """The contention guard's limit: the option, else the profile's (≤ 0 = off)."""
         opt = self.options.max_outside_cores
         return self.profile.load.max_outside_cores if opt is None else opt
+
+    @property
+    def retry_cap(self) -> int | None:
+        """Most trials per case under --perf-retry-inconclusive; None when it is off."""
+        opt = self.options.retry_inconclusive
+        if opt is None:
+            return None
+        return opt or RETRY_CAP_FACTOR * self.repeats
 
     def ordered_configs(self) -> list[ServerConfig]:
         # The no-spec config runs first: the paired TPOT gain of every spec config
@@ -440,6 +465,10 @@ class PerfSession:
         runs a trial on the (still running) no-spec server just before each of its own
         trials at that concurrency: the paired comparison sees the same drift on both
         sides, and the pairs are the samples of the gain.
+
+        With --perf-retry-inconclusive, the cases are then compared with the baseline
+        while the server is still up, and an INCONCLUSIVE one gets more trials
+        (:meth:`_retry_inconclusive`).
         """
         if case in self.results:
             return self.results[case]
@@ -465,18 +494,28 @@ class PerfSession:
                                    self.repeats * (2 if c in ptrials else 1),
                                    self.profile.load.requests_at(c))
         current = case
+
+        def one_trial(c: int, warmup: bool) -> None:
+            nonlocal current
+            current = Case(config_id=cfg.id, concurrency=c)
+            index = len(trials[c])
+            if index >= self.repeats:  # an extra trial (--perf-retry-inconclusive)
+                self.view.case_more_trials(current, 2 if c in ptrials else 1)
+            if c in ptrials and nospec_server is not None:
+                try:
+                    ptrials[c].append(self._trial(nospec_server, c, index, warmup=warmup,
+                                                  case=current, paired=True))
+                except Exception as exc:  # noqa: BLE001 - fails only the pairing
+                    self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
+                    ptrials.pop(c)
+            trials[c].append(self._trial(server, c, index, warmup=warmup))
+
+        retries: dict[int, InconclusiveRetry] = {}
         try:
             for r in range(self.repeats):
                 for c in concs:
-                    current = Case(config_id=cfg.id, concurrency=c)
-                    if c in ptrials and nospec_server is not None:
-                        try:
-                            ptrials[c].append(self._trial(nospec_server, c, r, warmup=r == 0,
-                                                          case=current, paired=True))
-                        except Exception as exc:  # noqa: BLE001 - fails only the pairing
-                            self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
-                            ptrials.pop(c)
-                    trials[c].append(self._trial(server, c, r, warmup=r == 0))
+                    one_trial(c, warmup=r == 0)
+            retries = self._retry_inconclusive(cfg, concs, trials, server.version, one_trial)
         except Exception as exc:  # noqa: BLE001 - reported as the cases' failure
             try:
                 server.check_alive()
@@ -492,6 +531,8 @@ class PerfSession:
         for c in concs:
             cc = Case(config_id=cfg.id, concurrency=c)
             result = case_result(cc, cfg, trials[c], server.version, p.config_hash(cfg))
+            if c in retries:
+                result = result.model_copy(update={"retry": retries[c]})
             self.results[cc] = result
             self._report(result)
             if c in ptrials and nospec_id is not None and nospec_server is not None:
@@ -500,6 +541,44 @@ class PerfSession:
                 self.paired[cc] = case_result(ncase, ncfg, ptrials[c], nospec_server.version,
                                               p.config_hash(ncfg))
         return self.results[case]
+
+    def _retry_inconclusive(
+        self, cfg: ServerConfig, concs: list[int], trials: dict[int, list[Trial]],
+        vllm_version: str | None, one_trial: Callable[[int, bool], None],
+    ) -> dict[int, InconclusiveRetry]:
+        """--perf-retry-inconclusive, while this config's server is still up: compare each
+        of its cases with the baseline under the profile's rules, and give the ones with
+        an INCONCLUSIVE metric more trials (interleaved, with their paired no-spec trials)
+        until decided or at the cap. Returns what was done per retried concurrency."""
+        cap = self.retry_cap
+        if cap is None or self.baseline is None:
+            return {}
+        # Here, not at module level: scipy loads only for runs that compare as they go.
+        from specperf.compare import compare_cases, decide_with_retries
+
+        p = self.profile
+        bases = {c: b for c in concs
+                 if (b := self.baseline_case(Case(config_id=cfg.id, concurrency=c))) is not None}
+
+        def compare(c: int) -> CaseComparison | None:
+            if c not in bases:
+                return None
+            cur = case_result(Case(config_id=cfg.id, concurrency=c), cfg, trials[c],
+                              vllm_version, p.config_hash(cfg))
+            return compare_cases(bases[c], cur, p.compare)
+
+        def run_more(todo: dict[int, int]) -> None:
+            ids = ", ".join(f"{cfg.id}-c{c} +{n}" for c, n in todo.items())
+            self.say(f"specperf: INCONCLUSIVE against the baseline: more trials ({ids})")
+            for r in range(max(todo.values())):
+                for c, n in todo.items():
+                    if r < n:
+                        one_trial(c, False)
+
+        retries = decide_with_retries(concs, compare, run_more, cap=cap, batch=RETRY_BATCH)
+        for c, rec in retries.items():
+            self.say(f"specperf: {cfg.id}-c{c}: {rec.summary_line()}")
+        return retries
 
     def _report(self, result: CaseResult) -> None:
         acc = result.acceptance
@@ -592,6 +671,8 @@ class PerfSession:
             paired_nospec={k.id: v for k, v in self.paired.items()},
             baseline_path=str(self.baseline_path) if self.baseline_path else None,
             baseline_note=self.baseline_note,
+            compare_rules=self.profile.compare,
+            retry_inconclusive=self.retry_cap,
         )
 
     def updated_baseline(self, run: RunResult) -> Baseline:

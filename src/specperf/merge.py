@@ -9,7 +9,9 @@ and report treat like any other run. It refuses what would make the merged file 
 * runs of different profiles, or of one profile at different hashes (the matrix
   changed between shards);
 * runs on different hardware ids (figures from an A100 and an H100 are not one run);
-* runs of different vLLM versions or run-file schema versions.
+* runs of different vLLM versions or run-file schema versions;
+* runs judged with different comparison rules (the profile's ``[compare]`` table changed
+  between shards): the merged run records the rules ``specperf compare`` applies.
 
 Provenance is the first run's; the merged run starts when the first shard started and
 finishes when the last one finished.
@@ -23,11 +25,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specperf.schemas import Case, RunResult, ServerRecord
+from specperf.schemas import Case, CompareRules, RunResult, ServerRecord
 
 
 class MergeError(ValueError):
     """Runs that cannot be merged; the message names the runs and the field."""
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, CompareRules):
+        return repr("; ".join(value.changes()) or "the default rules")
+    return repr(value)
 
 
 def _name(i: int, names: Sequence[str] | None) -> str:
@@ -46,6 +54,10 @@ def merge_runs(runs: list[RunResult], names: Sequence[str] | None = None) -> Run
         ("provenance.profile_hash", lambda r: r.provenance.profile_hash),
         ("provenance.hardware_id", lambda r: r.provenance.hardware_id),
         ("provenance.vllm_version", lambda r: r.provenance.vllm_version),
+        # Not in the profile hash (rules change no measurement), but the merged run
+        # carries one rule set for `specperf compare`: shards must have been judged alike.
+        # (None, a run file from before rules were recorded, means the defaults.)
+        ("compare_rules", lambda r: r.compare_rules or CompareRules()),
     )
     for field, get in fields:
         want = get(runs[0])
@@ -53,9 +65,9 @@ def merge_runs(runs: list[RunResult], names: Sequence[str] | None = None) -> Run
             got = get(run)
             if got != want:
                 raise MergeError(
-                    f"{_name(i, names)}: field `{field}` is {got!r} but {_name(0, names)} has "
-                    f"{want!r}: shards of one run must share it — rerun the odd shard on the "
-                    "same profile, hardware and vLLM version"
+                    f"{_name(i, names)}: field `{field}` is {_shown(got)} but {_name(0, names)} "
+                    f"has {_shown(want)}: shards of one run must share it — rerun the odd shard "
+                    "on the same profile, hardware and vLLM version"
                 )
 
     seen: dict[Case, int] = {}

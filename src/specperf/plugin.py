@@ -8,6 +8,7 @@ first), and each server is stopped right after the last item that needs it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -19,7 +20,14 @@ from typing import Any
 import pytest
 
 from specperf.baseline import BaselineError, gpu_present, write_baseline
-from specperf.fixture import KINDS, PerfOptions, PerfSession, default_run_dir
+from specperf.fixture import (
+    KINDS,
+    RETRY_BATCH,
+    RETRY_CAP_FACTOR,
+    PerfOptions,
+    PerfSession,
+    default_run_dir,
+)
 from specperf.profile import ProfileError
 from specperf.progress import MODES as PROGRESS_MODES
 from specperf.progress import RunProgress, make_progress
@@ -65,6 +73,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "trials, requests, cases), `plain` one line per server start and per "
                      "case; `auto` (default): rich on an interactive terminal, plain in CI "
                      "logs, pipes, with NO_COLOR or TERM=dumb")
+    g.addoption("--perf-retry-inconclusive", nargs="?", const=0, default=None,
+                type=_retry_cap, metavar="CAP",
+                help="compare each case with the baseline while its server is up, and give a "
+                     f"case with an INCONCLUSIVE metric {RETRY_BATCH} more trials at a time "
+                     "until decided or at CAP trials (default "
+                     f"{RETRY_CAP_FACTOR} × repeats); write --perf-retry-inconclusive=CAP")
+
+
+def _retry_cap(text: str) -> int:
+    try:
+        cap = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of trials, got {text!r}: write --perf-retry-inconclusive=CAP, "
+            "or put the bare option after the test paths") from None
+    if cap < 2:
+        raise argparse.ArgumentTypeError(f"the cap is the most trials per case, at least 2, "
+                                         f"not {cap}")
+    return cap
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -93,6 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
         dataset=config.getoption("--perf-dataset") or os.environ.get("SPECPERF_SHAREGPT"),
         models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
         max_outside_cores=config.getoption("--perf-max-outside-cores"),
+        retry_inconclusive=config.getoption("--perf-retry-inconclusive"),
     )
 
     def at_terminal(write: Callable[[Any], None]) -> bool:
@@ -290,6 +318,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                f"{ps.options.run_dir}")
         ps.say(f"specperf: {ps.baseline_note}")
         ps.view.set_cases_total(sum(len(cs) for cs in ps.wanted.values()))
+        cap = ps.retry_cap
+        if cap is not None:
+            if cap <= ps.repeats:
+                raise pytest.UsageError(
+                    f"--perf-retry-inconclusive={cap}: the cap is the most trials a case may "
+                    f"get, and every case already gets {ps.repeats} (repeats) — give a larger "
+                    "cap, or none for the default "
+                    f"({RETRY_CAP_FACTOR} × repeats = {RETRY_CAP_FACTOR * ps.repeats})")
+            if ps.baseline is None:
+                ps.say("specperf: --perf-retry-inconclusive: no baseline, so nothing is "
+                       "compared and no case is retried")
+            else:
+                ps.say(f"specperf: INCONCLUSIVE cases get +{RETRY_BATCH} trials at a time, up "
+                       f"to {cap} per case (--perf-retry-inconclusive)")
 
 
 @pytest.hookimpl(trylast=True)
@@ -318,8 +360,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     atomic_write_text(ps.options.run_dir / "run.json", run.model_dump_json(indent=1))
     comparison = None
     if ps.baseline is not None:
-        comparison = compare_runs(run, ps.baseline, baseline_label=str(ps.baseline_path),
-                                  force=True)
+        comparison = compare_runs(run, ps.baseline, ps.profile.compare,
+                                  baseline_label=str(ps.baseline_path), force=True)
     # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and the
     # GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails is a
     # warning; the run's verdict does not depend on it.

@@ -11,11 +11,13 @@ import hashlib
 import json
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specperf.schemas import CompareRules
 from specperf.tiny import TinyModelsSpec
 
 if sys.version_info >= (3, 11):
@@ -207,6 +209,11 @@ class Profile(_Strict):
     load: Load = Load()
     gates: Gates = Gates()
     tiny: TinyModelsSpec | None = Field(None, description="models generated locally (CPU profiles)")
+    compare: CompareRules = Field(
+        default_factory=CompareRules,
+        description="how a run is compared with its baseline: per-metric direction and "
+                    "minimum effect, alpha, ... (absent: specperf.compare's defaults)",
+    )
     server_configs: list[ServerConfig] = Field(min_length=1)
 
     #: Set by load_profile; not part of the file.
@@ -267,11 +274,12 @@ class Profile(_Strict):
     def gates_for(self, config: ServerConfig) -> Gates:
         return self.gates.merged(config.gates)
 
-    # Gates, labels, descriptions and timeouts change what is asserted or shown, not
-    # what is measured, so they are left out of the hashes: tightening a floor keeps
-    # the baseline comparable; changing a model, an argument or the workload does not.
-    _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "startup_timeout_s", "source", "server_configs",
-                   "concurrencies"}
+    # Gates, comparison rules, labels, descriptions and timeouts change what is asserted
+    # or shown, not what is measured, so they are left out of the hashes: tightening a
+    # floor or a minimum effect keeps the baseline comparable; changing a model, an
+    # argument or the workload does not.
+    _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
+                                       "source", "server_configs", "concurrencies"}
     # The contention guard decides which attempts are kept, not what an attempt measures.
     _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries"}
 
@@ -347,21 +355,24 @@ def _has(node: Any, key: Any) -> bool:
 
 def _allowed_keys(loc: tuple[Any, ...]) -> str:
     model: Any = Profile
+    keyed = False  # the next item is a key of a dict of models (compare.metrics.<key>)
     for item in loc[:-1]:
         if isinstance(item, int) or model is None:
+            continue
+        if keyed:
+            keyed = False
             continue
         field = getattr(model, "model_fields", {}).get(item)
         if field is None:
             return "see the profile reference in README"
         model = _model_of(field.annotation)
+        keyed = typing.get_origin(field.annotation) is dict
     if model is None or not hasattr(model, "model_fields"):
         return "see the profile reference in README"
     return ", ".join(model.model_fields)
 
 
 def _model_of(annotation: Any) -> Any:
-    import typing
-
     for arg in (annotation, *typing.get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg

@@ -94,6 +94,9 @@ class RunProgress:
         """``case`` will run ``trials`` trials (its own and the paired no-spec ones) of
         ``requests`` measured requests each."""
 
+    def case_more_trials(self, case: Case, trials: int) -> None:
+        """``case`` runs ``trials`` more than announced (--perf-retry-inconclusive)."""
+
     def trial_started(self, case: Case, paired: bool = False) -> None:
         """A trial of ``case`` begins; ``paired``: the no-spec trial run for its gain."""
 
@@ -302,6 +305,13 @@ class RichProgress(RunProgress):
         self._cases[case] = _CaseRow(task, trials, requests)
         self._show()
         self.refresh()
+
+    def case_more_trials(self, case: Case, trials: int) -> None:
+        row = self._cases.get(case)
+        if row is not None:
+            row.trials += trials
+            self._progress.update(row.task, total=row.trials)
+            self.refresh()
 
     def trial_started(self, case: Case, paired: bool = False) -> None:
         row = self._cases.get(case)

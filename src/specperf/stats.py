@@ -60,6 +60,10 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
+# Direction lives with the comparison rules (a profile and a run file name it without
+# loading scipy); it is re-exported here, where the verdict rule uses it.
+from specperf.schemas import Direction
+
 __all__ = [
     "Comparison",
     "Direction",
@@ -88,13 +92,6 @@ _MAD_TO_SD = 1.482602218505602
 _RATE_EPSILON = 1e-9
 
 Statistic = Literal["median", "mean", "rate"]
-
-
-class Direction(str, Enum):
-    """Which way of the metric is good."""
-
-    LOWER_IS_BETTER = "lower_is_better"  # latencies: TTFT, TPOT, ITL
-    HIGHER_IS_BETTER = "higher_is_better"  # throughput, acceptance rate
 
 
 class Verdict(str, Enum):

@@ -22,8 +22,9 @@ Pooling. Each side's run files become one run: a case measured in several rounds
 all its trials (concatenated, re-indexed) and its summaries are recomputed with
 :func:`specperf.measure.case_result`; provenance is the side's first run's. The
 candidate's pooled run is then compared with :func:`specperf.compare.compare_runs`
-against the current's (as a baseline): the console table is printed and DIR/upgrade.json
-(the comparison), DIR/upgrade.md, DIR/current.json and DIR/candidate.json are written.
+against the current's (as a baseline), under the profile's ``[compare]`` rules: the
+console table is printed and DIR/upgrade.json (the comparison), DIR/upgrade.md,
+DIR/current.json and DIR/candidate.json are written.
 
 Exit code: the comparison's (0 no regression, 1 the candidate regresses, 2 refused), and
 1 as well when the candidate failed to measure a case the current measured (a server
@@ -293,6 +294,7 @@ def pool_runs(runs: Sequence[RunResult], profile: Profile, run_dir: Path | str) 
         servers=[s for r in runs for s in r.servers],
         paired_nospec={k: pooled(v) for k, v in paired.items()},
         baseline_note=f"pooled from {len(runs)} run(s): " + ", ".join(r.run_dir for r in runs),
+        compare_rules=profile.compare,
     )
 
 
@@ -438,7 +440,7 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
     a = pool_runs(runs["A"], profile, out)
     b = pool_runs(runs["B"], profile, out)
     cmp = compare_runs(
-        b, as_baseline(a),
+        b, as_baseline(a), profile.compare,
         run_label=f"candidate: vLLM {b.provenance.vllm_version} ({len(runs['B'])} runs pooled)",
         baseline_label=f"current: vLLM {a.provenance.vllm_version} ({len(runs['A'])} runs "
                        "pooled)",

@@ -252,6 +252,9 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
     console = _console(buf, width, color)
     console.print(Text(provenance_line(run.provenance), style="dim"))
     console.print(cases_table(run))
+    for r in run.cases:
+        if r.retry is not None:
+            console.print(Text(f"retried {r.case.id}: {r.retry.summary_line()}"))
     for line in outside_load_lines(run):
         console.print(Text(line, style="yellow"))
     if run.checks:

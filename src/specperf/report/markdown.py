@@ -232,6 +232,9 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
                        f"(log `{md_escape(s.log_path)}`)\n")
     if run.baseline_note:
         out.append(f"_{md_escape(run.baseline_note)}_\n")
+    for r in run.cases:
+        if r.retry is not None:
+            out.append(f"- retried `{md_escape(r.case.id)}`: {md_escape(r.retry.summary_line())}\n")
     outside = [f"{md_escape(r.case.id)}: {md_escape(line)}" for r in run.cases
                if (line := contention.case_sentence(r, run.paired_nospec))]
     if outside:

@@ -366,7 +366,7 @@ def test_corrupted_baseline_is_named_and_left_untouched(
     bad.write_text(json.dumps(data))
     before = bad.read_bytes()
     proc, _ = ws.run("-k", "nospec", "--perf-update-baselines", baselines=bad_dir, name="corrupt")
-    assert proc.returncode != 0
+    assert proc.returncode != 0, rest[-3000:]
     err = proc.stdout + proc.stderr
     assert str(bad) in err
     assert "cases.0.ttft_ms.median" in err
@@ -376,7 +376,7 @@ def test_corrupted_baseline_is_named_and_left_untouched(
     truncated = bad.read_bytes()[: len(before) // 2]
     bad.write_bytes(truncated)
     proc, _ = ws.run("-k", "nospec", baselines=bad_dir, name="truncated")
-    assert proc.returncode != 0
+    assert proc.returncode != 0, rest[-3000:]
     assert str(bad) in proc.stdout + proc.stderr and "not valid JSON" in proc.stdout + proc.stderr
     assert bad.read_bytes() == truncated
 
@@ -403,7 +403,7 @@ def test_ctrl_c_leaves_no_vllm(ws: Workspace, recorded: tuple[subprocess.Complet
     assert vllm_pids(run_dir), "the server should be running now"
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
-    assert proc.returncode != 0
+    assert proc.returncode != 0, rest[-3000:]
     assert "KeyboardInterrupt" in rest or "Interrupted" in rest or "interrupted" in rest
     # Give the kernel a moment to reap; the run itself already waited for the server.
     for _ in range(20):

@@ -156,9 +156,15 @@ def pytest_configure(config: pytest.Config) -> None:
                              terminal=not config.pluginmanager.is_blocked("terminal"))
     config.stash[_KEY] = PerfSession(options=opts, say=progress.line, progress=progress)
     config.pluginmanager.register(_ProgressOff(progress), "specperf-progress")
-    # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop.
+    # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop. Ctrl-C
+    # itself gets the same handler: asyncio.run (3.11+) otherwise turns SIGINT into a
+    # cancellation of the load's task, and a stream read in flight can absorb it — the
+    # run then carried on to the end (seen in tests/test_e2e.py); a plain
+    # KeyboardInterrupt stops it where it is. asyncio.run leaves a non-default handler alone.
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+        signal.signal(signal.SIGTERM, _signal_to_interrupt)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _signal_to_interrupt)
 
 
 class _ProgressOff:
@@ -188,7 +194,7 @@ class _ProgressOff:
         self.progress.close()
 
 
-def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+def _signal_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 

@@ -366,7 +366,7 @@ def test_corrupted_baseline_is_named_and_left_untouched(
     bad.write_text(json.dumps(data))
     before = bad.read_bytes()
     proc, _ = ws.run("-k", "nospec", "--perf-update-baselines", baselines=bad_dir, name="corrupt")
-    assert proc.returncode != 0, rest[-3000:]
+    assert proc.returncode != 0, _why(proc)
     err = proc.stdout + proc.stderr
     assert str(bad) in err
     assert "cases.0.ttft_ms.median" in err
@@ -376,7 +376,7 @@ def test_corrupted_baseline_is_named_and_left_untouched(
     truncated = bad.read_bytes()[: len(before) // 2]
     bad.write_bytes(truncated)
     proc, _ = ws.run("-k", "nospec", baselines=bad_dir, name="truncated")
-    assert proc.returncode != 0, rest[-3000:]
+    assert proc.returncode != 0, _why(proc)
     assert str(bad) in proc.stdout + proc.stderr and "not valid JSON" in proc.stdout + proc.stderr
     assert bad.read_bytes() == truncated
 

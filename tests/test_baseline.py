@@ -92,3 +92,19 @@ def test_history_is_bounded(tmp_path: Path, build_case) -> None:
     assert len(hist) == 3
     assert [h.provenance.date for h in hist] == sorted(h.provenance.date for h in hist)
     assert store.load_baseline(path).provenance.date == hist[-1].provenance.date  # type: ignore[union-attr]
+
+
+def test_atomic_write_gives_a_shareable_mode_and_keeps_an_existing_one(tmp_path: Path) -> None:
+    """mkstemp's 0600 must not leak into baselines and reports (CI artifacts, teammates)."""
+    import stat as stat_mod
+
+    from specperf.baseline import _UMASK, atomic_write_text
+
+    fresh = tmp_path / "fresh.json"
+    atomic_write_text(fresh, "{}")
+    assert stat_mod.S_IMODE(fresh.stat().st_mode) == 0o666 & ~_UMASK
+    kept = tmp_path / "kept.json"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    atomic_write_text(kept, "new")
+    assert stat_mod.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "new"

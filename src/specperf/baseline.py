@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -170,10 +171,28 @@ def load_baseline(path: Path) -> Baseline | None:
     return result
 
 
+def _read_umask() -> int:
+    # Read once at import (single-threaded then): os.umask can only be read by setting it.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; a baseline or report is shared (CI artifacts, the
+        # team's checkout), so give it the mode a plain open() would: the file's current
+        # mode when replacing one, else 0666 less the umask.
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError:
+            mode = 0o666 & ~_UMASK
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

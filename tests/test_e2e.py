@@ -390,8 +390,11 @@ def test_ctrl_c_leaves_no_vllm(ws: Workspace, recorded: tuple[subprocess.Complet
         "--perf-models-cache", str(ws.models), "--perf-baselines", str(ws.baselines),
         "-k", "nospec",
     ]
+    # A shell running this suite in the background (`… &`) starts it with SIGINT ignored,
+    # and the child would inherit that and rightly ignore our Ctrl-C: give it the default.
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=_env())
+                            text=True, env=_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     lines = []
     deadline = time.monotonic() + 600

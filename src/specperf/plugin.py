@@ -157,10 +157,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_KEY] = PerfSession(options=opts, say=progress.line, progress=progress)
     config.pluginmanager.register(_ProgressOff(progress), "specperf-progress")
     # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop. Ctrl-C
-    # itself gets the same handler: asyncio.run (3.11+) otherwise turns SIGINT into a
-    # cancellation of the load's task, and a stream read in flight can absorb it — the
-    # run then carried on to the end (seen in tests/test_e2e.py); a plain
-    # KeyboardInterrupt stops it where it is. asyncio.run leaves a non-default handler alone.
+    # itself gets the same handler, so it raises KeyboardInterrupt where the run is rather
+    # than going through asyncio.run's (3.11+) cancel-the-main-task path, which depends on
+    # every await in the load client letting the cancellation through. A SIGINT the
+    # parent set to ignored (a background job of a shell) stays ignored.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _signal_to_interrupt)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

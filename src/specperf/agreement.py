@@ -59,7 +59,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -71,6 +70,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from specperf.measure import summarise
 from specperf.profile import Sampling
 from specperf.schemas import RequestSample, utcnow
+from specperf.server import log_tail
 
 Client = Literal["specperf", "vllm"]
 BENCH_MODULE = "specperf.vllm_bench"
@@ -416,14 +416,6 @@ def compare(ours: SideFigures, theirs: SideFigures, tol: Tolerances) -> list[Met
 # --- running both clients --------------------------------------------------------------
 
 
-def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as f:
-            return "".join(deque(f, maxlen=n)).rstrip()
-    except OSError:
-        return "(no log)"
-
-
 def run_bench_serve(
     argv: list[str],
     env: dict[str, str],
@@ -442,12 +434,12 @@ def run_bench_serve(
         except subprocess.TimeoutExpired:
             raise AgreementError(
                 f"vllm bench serve did not finish within {timeout_s:.0f} s\nlog: {log_path}\n"
-                f"--- last {LOG_TAIL_LINES} log lines ---\n{_tail(log_path)}"
+                f"--- last {LOG_TAIL_LINES} log lines ---\n{log_tail(log_path, LOG_TAIL_LINES)}"
             ) from None
     if proc.returncode != 0:
         raise AgreementError(
             f"vllm bench serve exited with code {proc.returncode}\nlog: {log_path}\n"
-            f"--- last {LOG_TAIL_LINES} log lines ---\n{_tail(log_path)}"
+            f"--- last {LOG_TAIL_LINES} log lines ---\n{log_tail(log_path, LOG_TAIL_LINES)}"
         )
     run = load_bench_result(result_path, index)
     if len(run.samples) != n_requests:

@@ -33,6 +33,15 @@ _live: set[VllmServer] = set()
 _live_lock = threading.Lock()
 
 
+def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+    """The last ``n`` lines of a log file, or "(no log)" when it cannot be read."""
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=n)).rstrip()
+    except OSError:
+        return "(no log)"
+
+
 class ServerError(RuntimeError):
     """A server that would not start or died; carries the cause and the log's tail."""
 
@@ -144,11 +153,7 @@ class VllmServer:
         return f"http://{HOST}:{self.port}"
 
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
-        try:
-            with self.log_path.open("r", encoding="utf-8", errors="replace") as f:
-                return "".join(deque(f, maxlen=n)).rstrip()
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, n)
 
     def _fail(self, cause: str) -> ServerError:
         self.stop()

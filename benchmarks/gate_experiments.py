@@ -66,11 +66,11 @@ def default_inject_config(toml: dict[str, Any]) -> str:
     raise SystemExit("the profile has no speculative server config to inject into")
 
 
-def pytest_cmd(args: argparse.Namespace, run_dir: Path) -> list[str]:
+def pytest_cmd(args: argparse.Namespace, run_dir: Path, repeats: int | None = None) -> list[str]:
     return [
         sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
         "--perf-profile", str(args.profile), "--perf-run-dir", str(run_dir),
-        "--perf-repeats", str(args.repeats),
+        "--perf-repeats", str(repeats or args.repeats),
         "--perf-baselines", str(args.out / "no-baselines"),
         *(["--perf-models-cache", str(args.models_cache)] if args.models_cache else []),
         *args.pytest_args,
@@ -85,9 +85,10 @@ def show(cmd: list[str], env: dict[str, str]) -> str:
 # ----------------------------------------------------------------------------- runs
 
 
-def run_once(args: argparse.Namespace, name: str, env_extra: dict[str, str]) -> dict[str, Any]:
+def run_once(args: argparse.Namespace, name: str, env_extra: dict[str, str],
+             repeats: int | None = None) -> dict[str, Any]:
     run_dir = args.out / name
-    cmd = pytest_cmd(args, run_dir)
+    cmd = pytest_cmd(args, run_dir, repeats)
     print(f"[{datetime.now():%H:%M:%S}] {name}: {show(cmd, env_extra)}", flush=True)
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_ADDOPTS", "SPECPERF_PROXY_DELAY_MS", "SPECPERF_PROXY_CONFIGS")}
@@ -271,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phase", choices=("all", "aa", "inject"), default="all")
     p.add_argument("--reference", default=None,
                    help="run.json to compare injected runs against (default: A/A run 1)")
+    p.add_argument("--reference-runs", type=int, default=1,
+                   help="reference runs through the zero-delay proxy (default 1)")
+    p.add_argument("--reference-repeats", type=int, default=None,
+                   help="trials per case of the reference runs (default --repeats)")
     p.add_argument("--tpot-ms", type=float, default=None,
                    help="TPOT to size delays from (default: measured in the reference)")
     p.add_argument("--chunk-tokens", type=float, default=None,
@@ -327,7 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     if inj_names:
         ref = args.reference or next((r["run_json"] for r in aa_runs if r["run_json"]), None)
         if ref is None:
-            ref = run_once(args, "reference", {})["run_json"]
+            # The reference goes through the same proxy with no delay: the proxy's own
+            # cost (measured 1.13-1.25x TPOT on 2 cores) must not count as the effect.
+            refs = [run_once(args, f"reference-{i + 1}", {"SPECPERF_PROXY_DELAY_MS": "0",
+                                                          "SPECPERF_PROXY_CONFIGS": config},
+                             repeats=args.reference_repeats)
+                    for i in range(args.reference_runs)]
+            summary["reference_runs"] = refs
+            ref = next((r["run_json"] for r in refs if r["run_json"]), None)
         if ref is None:
             raise SystemExit("no reference run.json: cannot size or judge the injection")
         shape = fixed_shape() or measured_shape(ref, config)

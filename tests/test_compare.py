@@ -21,6 +21,7 @@ from specperf.compare import (
     compare_cases,
     compare_runs,
     decide_with_retries,
+    earlier_runs,
     inconclusive_metrics,
     load_result,
 )
@@ -441,3 +442,120 @@ def test_inconclusive_metrics_skips_what_more_trials_cannot_decide(
     ttft = next(m for m in cc.comparisons if m.metric == "TTFT")
     assert ttft.verdict is Verdict.INCONCLUSIVE and cc.details["TTFT"].samples == "summary"
     assert "TTFT" not in inconclusive_metrics(cc)
+
+
+# --------------------------------------------------------------------------- kept runs
+
+
+def _kept_runs(offsets: list[float]) -> list[RunResult]:
+    """Runs of one server config as separate server lifetimes: each its own noise (seed),
+    date and a whole-run latency offset, the way a restart shifts every trial together."""
+    out = []
+    for i, off in enumerate(offsets):
+        run = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6, requests=6,
+                            seed=40 + i)
+        run = scale_latency(run, off)
+        prov = run.provenance.model_copy(
+            update={"date": run.provenance.date.replace(day=1 + i)})
+        out.append(run.model_copy(update={"provenance": prov}))
+    return out
+
+
+def test_kept_runs_pool_and_absorb_a_restart_offset() -> None:
+    *history, base = _kept_runs([1.0, 1.12, 1.06, 0.92])
+    cur = scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+                                      requests=6, seed=99), 1.13)
+    alone = compare_runs(cur, base)
+    assert any(m.verdict is Verdict.REGRESSION for _, m in alone.all() if m.metric == "TPOT")
+    assert any(n.startswith("baseline: one run") for n in alone.notes)
+    pooled = compare_runs(cur, base, history=[*history, base])  # the copy of base is skipped
+    tpot = [(cc, m) for cc, m in pooled.all() if m.metric == "TPOT"]
+    assert all(m.verdict is not Verdict.REGRESSION for _, m in tpot)
+    for cc, m in tpot:
+        assert cc.details["TPOT"].baseline_runs == 4
+        assert m.n_baseline == 24  # 4 runs x 6 trials
+        assert (cc.details["TPOT"].between_run_spread or 0) > 0.04
+    assert any("4 kept runs pooled" in n for n in pooled.notes)
+    # A real 40 % slowdown is still caught through the wider interval.
+    slow = compare_runs(scale_latency(cur, 1.4 / 1.13), base, history=history)
+    assert all(m.verdict is Verdict.REGRESSION for _, m in slow.all() if m.metric == "TPOT")
+
+
+def test_kept_runs_of_other_hardware_profile_or_config_are_not_pooled() -> None:
+    *history, base = _kept_runs([1.0, 1.0, 1.0, 1.0, 1.0])
+    other_hw, other_profile, other_config, ok = history
+    other_hw = other_hw.model_copy(update={"provenance": other_hw.provenance.model_copy(
+        update={"hardware_id": "cpu-elsewhere"})})
+    other_profile = other_profile.model_copy(update={
+        "provenance": other_profile.provenance.model_copy(update={"profile_hash": "0" * 16})})
+    other_config = other_config.model_copy(update={"cases": [
+        c.model_copy(update={"config_hash": "changed"}) for c in other_config.cases]})
+    kept = [other_hw, other_profile, other_config, ok, base]
+    for case in base.cases:
+        assert earlier_runs(case, base, kept) == [ok.case(case.case)]
+    cmp = compare_runs(_kept_runs([1.0])[0], base, history=kept)
+    assert {d.baseline_runs for cc in cmp.cases for d in cc.details.values()
+            if d.samples == "trials"} == {2}
+
+
+def test_baseline_runs_rule_takes_the_newest_and_one_means_the_file_alone() -> None:
+    *history, base = _kept_runs([1.0, 1.1, 0.9, 1.0])
+    newest = earlier_runs(base.cases[0], base, history)
+    assert newest[0] == history[-1].cases[0]  # newest first
+    cur = _kept_runs([1.0])[0]
+    two = compare_runs(cur, base, CompareRules(baseline_runs=2), history=history)
+    assert {cc.details["TPOT"].baseline_runs for cc in two.cases} == {2}
+    one = compare_runs(cur, base, CompareRules(baseline_runs=1), history=history)
+    assert {cc.details["TPOT"].baseline_runs for cc in one.cases} == {1}
+    assert all(cc.details["TPOT"].between_run_spread is None for cc in one.cases)
+    assert not any(n.startswith("baseline: one run") for n in one.notes)  # asked for: nothing to advise
+
+
+def test_a_run_too_noisy_for_its_minimum_effect_says_so() -> None:
+    # A 40-trial baseline, a 5-trial run, ~6 % trial noise: more trials in the run help.
+    noisy = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=40, requests=6, seed=7,
+                          run_cv=0.04)
+    other = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=8,
+                          run_cv=0.04)
+    cmp = compare_runs(other, noisy)
+    tpot = cmp.cases[0].details["TPOT"]
+    assert tpot.detectable is not None and tpot.detectable > 0.05
+    assert tpot.trials_needed is not None and tpot.trials_needed > 5
+    note = next(n for n in cmp.notes if n.startswith("these repeats cannot see"))
+    assert "minimum" in note and ("trials per run would" in note or "no number" in note)
+    # A 5-trial baseline that noisy: its own noise exceeds the budget, so no run can.
+    small = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=7,
+                          run_cv=0.15)
+    note = next(n for n in compare_runs(other, small).notes
+                if n.startswith("these repeats cannot see"))
+    assert "no number of trials in one run would" in note
+    quiet = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=7,
+                          run_cv=0.005, request_cv=0.01)
+    twin = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=8,
+                         run_cv=0.005, request_cv=0.01)
+    calm = compare_runs(twin, quiet)
+    assert all(d.detectable is not None and d.detectable < 0.03
+               for cc in calm.cases for k, d in cc.details.items() if d.samples == "trials")
+    assert not any(n.startswith("these repeats cannot see") for n in calm.notes)
+
+
+def test_cli_compare_pools_the_kept_history_beside_the_baseline(tmp_path: Path) -> None:
+    from specperf.baseline import write_baseline
+    from specperf.cli import main as cli_main
+
+    path = tmp_path / "baselines" / "synthetic.json"
+    for run in _kept_runs([1.0, 1.05, 0.95]):
+        write_baseline(path, Baseline(provenance=run.provenance, cases=run.cases))
+    cur = tmp_path / "run.json"
+    cur.write_text(_kept_runs([1.0])[0].model_dump_json())
+    out = tmp_path / "cmp.json"
+
+    def runs_pooled(*extra: str) -> set[int]:
+        assert cli_main(["compare", str(cur), str(path), "--json", str(out), *extra]) in (0, 1)
+        data = json.loads(out.read_text())
+        return {d["baseline_runs"] for c in data["cases"] for d in c["details"].values()
+                if d["samples"] == "trials"}
+
+    assert runs_pooled() == {3}
+    assert runs_pooled("--no-history") == {1}
+    assert runs_pooled("--history", str(sorted((path.parent / "history").rglob("*.json"))[0])) == {2}

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specperf.baseline import write_baseline
 from specperf.cli import main as cli_main
 from specperf.measure import case_result, make_trial
 from specperf.power import power_lines, power_report
@@ -21,22 +22,23 @@ from specperf.stats import min_detectable_effect, required_trials
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _prov() -> Provenance:
+def _prov(day: int = 1) -> Provenance:
     return Provenance(
         specperf_version="0.0", vllm_version="0.0.test", hardware_id="cpu-test-2c",
         hardware="test CPU, 2 cores", accelerator="cpu", python_version="3.11",
         profile_name="synthetic", profile_hash="0" * 16,
-        date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        date=datetime(2026, 1, day, tzinfo=timezone.utc),
     )
 
 
 def _baseline(trials: int, *, requests: int = 8, trial_cv: float = 0.05,
-              seed: int = 0) -> Baseline:
-    """Trials whose TPOT level drifts by `trial_cv` (log-normal), requests jitter 2 %."""
+              seed: int = 0, offset: float = 1.0, day: int = 1) -> Baseline:
+    """Trials whose TPOT level drifts by `trial_cv` (log-normal), requests jitter 2 %;
+    `offset` scales the whole run (a server restart's shift), `day` dates it."""
     rng = np.random.default_rng(seed)
     tlist = []
     for t in range(trials):
-        level = float(rng.lognormal(0.0, trial_cv))
+        level = offset * float(rng.lognormal(0.0, trial_cv))
         samples = []
         for i in range(requests):
             tpot = 0.02 * level * float(rng.lognormal(0.0, 0.02))
@@ -49,7 +51,7 @@ def _baseline(trials: int, *, requests: int = 8, trial_cv: float = 0.05,
         tlist.append(make_trial(t, datetime(2026, 1, 1, tzinfo=timezone.utc), load, None))
     cfg = ServerConfig(id="draft-k2")
     case = case_result(Case(config_id="draft-k2", concurrency=1), cfg, tlist, "0.32.0", "abc")
-    return Baseline(provenance=_prov(), cases=[case])
+    return Baseline(provenance=_prov(day), cases=[case])
 
 
 def test_trials_are_the_unit_when_there_are_three_or_more() -> None:
@@ -123,3 +125,31 @@ def test_gate_experiments_dry_run_prints_the_commands(tmp_path: Path) -> None:
     injected = [ln for ln in lines if "SPECPERF_PROXY_DELAY_MS=" in ln]
     assert len(injected) == 4
     assert not out.exists() or not any(out.rglob("run.json"))  # nothing was run
+
+
+def test_kept_runs_add_the_restart_noise_and_the_cli_finds_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [_baseline(6, trial_cv=0.03, seed=s, offset=o, day=1 + s)
+            for s, o in enumerate((1.0, 1.10, 0.92, 1.05))]
+    alone = power_report(runs[-1], 0.10, simulate=False)
+    pooled = power_report(runs[-1], 0.10, simulate=False, history=runs)
+    a = next(m for m in alone.cases[0].metrics if m.key == "tpot")
+    p = next(m for m in pooled.cases[0].metrics if m.key == "tpot")
+    assert a.baseline_runs == 1 and a.between_run_spread is None and "one run" in (a.note or "")
+    assert p.baseline_runs == 4 and (p.between_run_spread or 0) > 0.04
+    assert p.detectable is not None and a.detectable is not None and p.detectable > a.detectable
+    # The spread alone is near 10 %: no number of trials in one run catches it.
+    assert p.needed is None and "no number of trials" in (p.note or "")
+    path = tmp_path / "base.json"
+    for run in runs:
+        write_baseline(path, run)
+    assert cli_main(["power", "--baseline", str(path), "--effect", "0.1", "--json",
+                     "--sim-trials", "0"]) == 0
+    tpot = next(m for m in json.loads(capsys.readouterr().out)["cases"][0]["metrics"]
+                if m["key"] == "tpot")
+    assert tpot["baseline_runs"] == 4
+    assert cli_main(["power", "--baseline", str(path), "--effect", "0.1", "--json",
+                     "--sim-trials", "0", "--no-history"]) == 0
+    tpot = next(m for m in json.loads(capsys.readouterr().out)["cases"][0]["metrics"]
+                if m["key"] == "tpot")
+    assert tpot["baseline_runs"] == 1

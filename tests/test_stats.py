@@ -16,13 +16,17 @@ from specperf.stats import (
     Direction,
     Verdict,
     _decide,
+    between_run_spread,
     compare_rate,
     compare_samples,
     cv,
+    detectable_shift,
     min_detectable_effect,
     ratio_ci,
     required_trials,
     simulated_power,
+    trials_for_shift,
+    widen_ci,
 )
 
 LOWER = Direction.LOWER_IS_BETTER
@@ -360,3 +364,99 @@ def test_ratio_ci_needs_samples_and_valid_arguments() -> None:
         ratio_ci([1.0] * 5, [1.0] * 5, min_samples=1)
     with pytest.raises(ValueError, match="non-negative"):
         ratio_ci([-1.0] * 5, [1.0] * 5)
+
+
+# --------------------------------------------------------------------------- between runs
+
+
+def _runs(offsets: list[float], *, trials: int = 6, cv: float = 0.03, seed: int = 0
+          ) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [off * rng.lognormal(0.0, cv, trials) for off in offsets]
+
+
+def test_between_run_spread_sees_restart_offsets_and_not_trial_noise() -> None:
+    # Ten runs whose offsets have a log-SD of about 8 %, trials with 3 % noise.
+    rng = np.random.default_rng(1)
+    offsets = list(np.exp(rng.normal(0.0, 0.08, 10)))
+    seen = between_run_spread(_runs(offsets, seed=2))
+    assert seen is not None
+    true_sd = float(np.std(np.log(offsets), ddof=1))
+    assert seen == pytest.approx(true_sd, rel=0.25)
+    # The same trial noise without offsets: the spread of centres is what the trials
+    # explain, so (nearly) nothing is left.
+    quiet = between_run_spread(_runs([1.0] * 10, seed=2))
+    assert quiet is not None and quiet < 0.01
+
+
+def test_between_run_spread_needs_two_runs_with_two_values() -> None:
+    assert between_run_spread([[1.0, 1.1, 0.9]]) is None
+    assert between_run_spread([[1.0, 1.1], [1.0]]) is None
+    assert between_run_spread([[1.0, 1.1], [1.2, float("nan"), 1.3]]) is not None
+
+
+def test_widen_ci_adds_in_log_quadrature() -> None:
+    lo, hi = widen_ci(1.2, (1.1, 1.3), 0.0, 0.95)
+    assert (lo, hi) == pytest.approx((1.1, 1.3))
+    lo, hi = widen_ci(1.0, (1.0, 1.0), 0.05, 0.95)
+    assert math.log(hi) == pytest.approx(1.959964 * 0.05, rel=1e-5)
+    assert math.log(lo) == pytest.approx(-1.959964 * 0.05, rel=1e-5)
+    lo, hi = widen_ci(1.2, (1.1, 1.3), 0.05, 0.95)
+    assert lo < 1.1 and hi > 1.3
+    assert math.log(1.2 / lo) == pytest.approx(math.hypot(math.log(1.2 / 1.1), 1.959964 * 0.05))
+    nan_ci = (math.nan, math.nan)
+    assert widen_ci(1.0, nan_ci, 0.05, 0.95) is nan_ci
+
+
+def test_a_restart_offset_is_a_regression_only_without_the_between_run_spread() -> None:
+    # A/A across a server restart: the current run sits 12 % above the baseline runs'
+    # mean, inside what restarts of this server did before (offsets 0.9-1.12).
+    base_runs = _runs([1.0, 1.12, 0.9, 1.06], seed=3)
+    current = 1.12 * np.random.default_rng(4).lognormal(0.0, 0.03, 6)
+    spread = between_run_spread(base_runs)
+    assert spread is not None and spread > 0.05
+    one_run = compare_samples("TPOT", base_runs[0], current,
+                              direction=Direction.LOWER_IS_BETTER, min_effect=0.05)
+    assert one_run.verdict is Verdict.REGRESSION
+    pooled = compare_samples("TPOT", np.concatenate(base_runs), current,
+                             direction=Direction.LOWER_IS_BETTER, min_effect=0.05,
+                             between_run_sd=spread, baseline_runs=4)
+    assert pooled.verdict is Verdict.INCONCLUSIVE
+    assert "between-run spread" in pooled.reason and "4 baseline runs" in pooled.reason
+    # A real 40 % slowdown still clears the wider interval.
+    slow = compare_samples("TPOT", np.concatenate(base_runs), 1.4 * current / 1.12,
+                           direction=Direction.LOWER_IS_BETTER, min_effect=0.05,
+                           between_run_sd=spread, baseline_runs=4)
+    assert slow.verdict is Verdict.REGRESSION
+
+
+def test_between_run_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="between_run_sd"):
+        compare_samples("x", [1.0] * 5, [1.0] * 5, direction=Direction.LOWER_IS_BETTER,
+                        min_effect=0.05, between_run_sd=-0.1)
+    with pytest.raises(ValueError, match="baseline_runs"):
+        compare_samples("x", [1.0] * 5, [1.0] * 5, direction=Direction.LOWER_IS_BETTER,
+                        min_effect=0.05, baseline_runs=0)
+
+
+def test_simulated_power_falls_with_between_run_noise() -> None:
+    kw = dict(alpha=0.01, min_effect=0.05, trials=120, n_resamples=200, seed=5)
+    quiet = simulated_power(0.05, 0.25, 5, **kw)  # type: ignore[arg-type]
+    noisy = simulated_power(0.05, 0.25, 5, between_sd=0.08, baseline_runs=3, **kw)  # type: ignore[arg-type]
+    assert quiet > 0.9
+    assert noisy < quiet - 0.2
+
+
+def test_detectable_shift_matches_the_equal_sides_formula_and_grows_with_restarts() -> None:
+    assert detectable_shift(0.08, 10, 0.08, 10) == pytest.approx(min_detectable_effect(0.08, 10))
+    assert detectable_shift(0.08, 10, 0.08, 10, between_sd=0.04, baseline_runs=3) > (
+        detectable_shift(0.08, 10, 0.08, 10))
+
+
+def test_trials_for_shift_inverts_detectable_shift_or_says_none() -> None:
+    n = trials_for_shift(0.10, 0.06, 30, 0.06, between_sd=0.02, baseline_runs=3)
+    assert n is not None
+    assert detectable_shift(0.06, 30, 0.06, n, between_sd=0.02, baseline_runs=3) <= 0.10
+    assert detectable_shift(0.06, 30, 0.06, n - 1, between_sd=0.02, baseline_runs=3) > 0.10
+    # A between-run spread near the effect: no number of current trials reaches it.
+    assert trials_for_shift(0.05, 0.06, 30, 0.06, between_sd=0.03, baseline_runs=3) is None

@@ -136,6 +136,17 @@ def _load(path: str) -> Any:
     return load_result(Path(path))
 
 
+def _history(args: argparse.Namespace, baseline: str) -> list[Any]:
+    """--history files, else the baseline's kept history; none with --no-history."""
+    from specperf.baseline import load_history
+
+    if args.no_history:
+        return []
+    if args.history:
+        return [_load(p) for p in args.history]
+    return load_history(Path(baseline))
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from specperf.baseline import BaselineError, atomic_write_text
     from specperf.compare import as_run, compare_runs
@@ -146,8 +157,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         base = _load(args.baseline)
     except BaselineError as exc:
         return _error(_one_line(str(exc)))
+    try:
+        history = _history(args, args.baseline)
+    except BaselineError as exc:
+        return _error(_one_line(str(exc)))
     cmp = compare_runs(run, base, run_label=args.run, baseline_label=args.baseline,
-                       force=args.force)
+                       force=args.force, history=history)
     print(render_comparison(cmp, width=args.width, verbose=args.verbose), end="")
     try:
         if args.json:
@@ -177,13 +192,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         run = as_run(_load(args.run), args.run)
         base = _load(args.baseline) if args.baseline else None
+        history = _history(args, args.baseline) if args.baseline else []
     except BaselineError as exc:
         return _error(_one_line(str(exc)))
     cmp = None
     if base is not None:
         from specperf.compare import compare_runs
 
-        cmp = compare_runs(run, base, run_label=args.run, baseline_label=args.baseline)
+        cmp = compare_runs(run, base, run_label=args.run, baseline_label=args.baseline,
+                           history=history)
     out = Path(args.out)
     try:
         written = write_all(run, out, base, comparison=cmp, step_summary=args.step_summary)
@@ -225,6 +242,14 @@ def _add_builtin_commands(sub: Any) -> None:
                        help="columns to render (default: the terminal's, else $COLUMNS, "
                             "else 100)")
 
+    def history_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--history", metavar="FILE", nargs="+", default=None,
+                       help="earlier runs or baselines of the same hardware and profile to "
+                            "pool with the baseline (default: the baseline's kept history, "
+                            "history/<name>/*.json beside it)")
+        p.add_argument("--no-history", action="store_true",
+                       help="judge against the baseline file alone")
+
     p = sub.add_parser(
         "compare", help="compare a run against a baseline; exit 1 on a regression",
         description="Compare a run (or a baseline) against a baseline, per case and metric, "
@@ -243,6 +268,7 @@ def _add_builtin_commands(sub: Any) -> None:
                    help="list unchanged metrics and the reason for every verdict")
     p.add_argument("--force", action="store_true",
                    help="compare even across hardware or profile changes (never a gate)")
+    history_args(p)
     width(p)
     p.set_defaults(func=_cmd_compare)
 
@@ -257,6 +283,7 @@ def _add_builtin_commands(sub: Any) -> None:
     p.add_argument("--step-summary", action="store_true",
                    help="also append the markdown to $GITHUB_STEP_SUMMARY (when set)")
     p.add_argument("-v", "--verbose", action="store_true", help="list unchanged metrics")
+    history_args(p)
     width(p)
     p.set_defaults(func=_cmd_report)
 

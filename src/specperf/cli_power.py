@@ -1,18 +1,23 @@
 """``specperf power``: how many trials a baseline needs to catch a given effect.
 
     specperf power --baseline FILE --effect 0.05 [--alpha 0.01] [--power 0.9] [--json]
+                   [--no-history]
 
 Per case and metric (TTFT median, TPOT median, output throughput) of a baseline (or a run
 file): the observed CV, the trials per side that catch ``--effect`` with ``--power`` at
 the false-alarm rate ``--alpha``, the smallest effect the baseline's current repeats
 catch, and the simulated power of the real verdict rule at that many trials
-(specperf.power). Exit codes: 0 printed; 2 bad input (one line naming the file).
+(specperf.power). The baseline's kept runs (its history) are pooled as the gate pools
+them, and the spread between them -- the noise of a server restart, which no number of
+trials in one run removes -- is part of every figure. Exit codes: 0 printed; 2 bad
+input (one line naming the file).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_power_command", "main", "run_power"]
@@ -32,6 +37,9 @@ def add_power_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--power", type=float, default=0.9, help="wanted power (default 0.9)")
     p.add_argument("--sim-trials", type=int, default=200,
                    help="simulated experiments per figure (default 200; 0 = no simulation)")
+    p.add_argument("--no-history", action="store_true",
+                   help="ignore the baseline's kept runs (history/<name>/*.json beside it); "
+                        "by default they are pooled as the gate pools them")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run_power)
     return p
@@ -42,12 +50,13 @@ def _pct(v: float | None) -> str:
 
 
 def run_power(args: argparse.Namespace) -> int:
-    from specperf.baseline import BaselineError
+    from specperf.baseline import BaselineError, load_history
     from specperf.compare import load_result
     from specperf.power import power_report
 
     try:
         result = load_result(args.baseline)
+        history = [] if args.no_history else load_history(Path(args.baseline))
     except BaselineError as exc:
         first = str(exc).splitlines()[0] if str(exc) else f"{args.baseline}: unreadable"
         print(f"specperf power: error: {first}", file=sys.stderr)
@@ -55,7 +64,7 @@ def run_power(args: argparse.Namespace) -> int:
     try:
         report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
                               simulate=args.sim_trials > 0, sim_trials=max(args.sim_trials, 1),
-                              source=str(args.baseline))
+                              source=str(args.baseline), history=history)
     except ValueError as exc:
         print(f"specperf power: error: {exc}", file=sys.stderr)
         return 2
@@ -68,8 +77,8 @@ def run_power(args: argparse.Namespace) -> int:
 
     table = Table(title=f"Power for a {_pct(args.effect)} shift: α = {args.alpha:g}, "
                         f"power {args.power:g} ({args.baseline})")
-    for col in ("case", "metric", "CV", "over", "n now", "catches ≥", "needed / side",
-                "simulated power"):
+    for col in ("case", "metric", "CV", "over", "n now", "runs", "between runs", "catches ≥",
+                "needed / run", "simulated power"):
         table.add_column(col, justify="left" if col in ("case", "metric", "over") else "right")
     notes: list[str] = []
     for case in report.cases:
@@ -79,7 +88,8 @@ def run_power(args: argparse.Namespace) -> int:
                 sim = f"{m.simulated_power:.2f} @ n={m.simulated_n}"
             table.add_row(
                 case.case if i == 0 else "", m.metric, _pct(m.cv), m.source or "—",
-                str(m.n) if m.source else "—", _pct(m.detectable),
+                str(m.n) if m.source else "—", str(m.baseline_runs),
+                _pct(m.between_run_spread), _pct(m.detectable),
                 "—" if m.needed is None else str(m.needed), sim,
             )
             if m.note:

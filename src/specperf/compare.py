@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
@@ -95,7 +95,17 @@ from specperf.schemas import (
     Summary,
     Trial,
 )
-from specperf.stats import Comparison, Direction, Verdict, compare_rate, compare_samples, cv
+from specperf.stats import (
+    Comparison,
+    Direction,
+    Verdict,
+    between_run_spread,
+    compare_rate,
+    compare_samples,
+    cv,
+    detectable_shift,
+    trials_for_shift,
+)
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -110,6 +120,7 @@ __all__ = [
     "compare_cases",
     "compare_runs",
     "decide_with_retries",
+    "earlier_runs",
     "inconclusive_metrics",
     "load_result",
 ]
@@ -145,6 +156,16 @@ class MetricDetail(_Model):
         None, description="robust CV (1.4826 MAD / median) of the baseline samples"
     )
     current_spread: float | None = None
+    baseline_runs: int = Field(1, description="kept baseline runs whose trials were pooled")
+    between_run_spread: float | None = Field(
+        None, description="server-lifetime noise (log-scale SD) seen over those runs and "
+                          "included in the interval; None with one run")
+    detectable: float | None = Field(
+        None, description="relative shift these samples catch with 90 % power at the "
+                          "rules' alpha (stats.detectable_shift); None without trials")
+    trials_needed: int | None = Field(
+        None, description="current-run trials that would catch the metric's minimum effect "
+                          "(stats.trials_for_shift); None when trials alone cannot")
     note: str | None = None
 
 
@@ -402,9 +423,18 @@ def _summary_budget(base: CaseResult, cur: CaseResult, key: str, rule: MetricRul
 
 
 def compare_cases(base: CaseResult, cur: CaseResult,
-                  rules: CompareRules | None = None) -> CaseComparison:
-    """Every enabled metric of one case, baseline against current."""
+                  rules: CompareRules | None = None,
+                  earlier: Sequence[CaseResult] = ()) -> CaseComparison:
+    """Every enabled metric of one case, baseline against current.
+
+    ``earlier``: the same case in other kept runs of the baseline (same hardware, profile
+    and server config; see :func:`compare_runs`). With per-trial samples their trials are
+    pooled with the baseline's, and the spread of the runs' centres beyond their trial
+    noise (:func:`specperf.stats.between_run_spread`) widens the interval: a server
+    restart shifts every trial of a run together, which one run's trials cannot show.
+    """
     rules = rules or CompareRules()
+    runs = [base, *earlier][: rules.baseline_runs]
     out = CaseComparison(
         case=cur.case,
         config_label=cur.config_label,
@@ -425,7 +455,7 @@ def compare_cases(base: CaseResult, cur: CaseResult,
         if not rule.enabled:
             continue
         if by_trial:
-            b, c = per_trial(base, key), per_trial(cur, key)
+            b, c = _pooled(runs, key), per_trial(cur, key)
             kind: SampleKind = "trials"
         else:
             b, c = per_request(base, key), per_request(cur, key)
@@ -441,10 +471,13 @@ def compare_cases(base: CaseResult, cur: CaseResult,
                                      note=f"budget rule (±{rules.budget(key) * 100:g} %), "  # type: ignore[arg-type]
                                           "no interval: no samples on one side"))
             continue
+        statistic = "mean" if rule.statistic == "mean" else "median"
+        between = _between(runs, key, statistic) if by_trial else None
         comparison = compare_samples(
             rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
-            alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
+            alpha=rules.alpha, statistic=statistic,
             confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+            between_run_sd=between or 0.0, baseline_runs=len(runs),
         )
         note = None
         if kind == "requests":
@@ -457,20 +490,29 @@ def compare_cases(base: CaseResult, cur: CaseResult,
             })
         add(comparison, MetricDetail(key=key, unit=rule.unit, samples=kind,  # type: ignore[arg-type]
                                      baseline_spread=_spread(b), current_spread=_spread(c),
-                                     note=note))
+                                     baseline_runs=len(runs) if by_trial else 1,
+                                     between_run_spread=between, note=note,
+                                     **(_power(runs, cur, key, rule, rules, between)
+                                        if by_trial else {})))
 
     rule = rules.rule("output_throughput")
     if rule.enabled:
         if by_trial:
-            b, c = per_trial(base, "output_throughput"), per_trial(cur, "output_throughput")
+            b, c = _pooled(runs, "output_throughput"), per_trial(cur, "output_throughput")
+            statistic = "median" if rule.statistic == "median" else "mean"
+            between = _between(runs, "output_throughput", statistic)
             comparison = compare_samples(
                 rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
-                alpha=rules.alpha, statistic="median" if rule.statistic == "median" else "mean",
+                alpha=rules.alpha, statistic=statistic,
                 confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+                between_run_sd=between or 0.0, baseline_runs=len(runs),
             )
             add(comparison, MetricDetail(key="output_throughput", unit=rule.unit,
                                          samples="trials", baseline_spread=_spread(b),
-                                         current_spread=_spread(c)))
+                                         current_spread=_spread(c), baseline_runs=len(runs),
+                                         between_run_spread=between,
+                                         **_power(runs, cur, "output_throughput", rule, rules,
+                                                  between)))
         else:
             b = [t.output_throughput for t in base.trials]
             c = [t.output_throughput for t in cur.trials]
@@ -488,6 +530,41 @@ def compare_cases(base: CaseResult, cur: CaseResult,
     if busy:
         out.notes.append(busy)
     return out
+
+
+#: The power the "catches ≥" figures are quoted at.
+DETECT_POWER = 0.9
+
+
+def _power(runs: Sequence[CaseResult], cur: CaseResult, key: str, rule: MetricRule,
+           rules: CompareRules, between: float | None) -> dict[str, float | int | None]:
+    """What these trials can catch (MetricDetail.detectable / trials_needed)."""
+    base_vals = [v for v in per_trial(runs[0], key) if not math.isnan(v)]
+    cur_vals = [v for v in per_trial(cur, key) if not math.isnan(v)]
+    try:
+        cv_b, cv_c = cv(base_vals), cv(cur_vals)
+    except ValueError:
+        return {}
+    n_base = sum(len(per_trial(r, key)) for r in runs)
+    kw = dict(between_sd=between or 0.0, baseline_runs=len(runs), alpha=rules.alpha,
+              power=DETECT_POWER)
+    return {
+        "detectable": detectable_shift(cv_b, n_base, cv_c, len(cur_vals), **kw),  # type: ignore[arg-type]
+        "trials_needed": (trials_for_shift(rule.min_effect, cv_b, n_base, cv_c, **kw)  # type: ignore[arg-type]
+                          if rule.min_effect > 0 else None),
+    }
+
+
+def _pooled(runs: Sequence[CaseResult], key: str) -> list[float]:
+    """Per-trial values of every kept baseline run, as one sample."""
+    return [v for run in runs for v in per_trial(run, key)]
+
+
+def _between(runs: Sequence[CaseResult], key: str,
+             statistic: Literal["median", "mean"]) -> float | None:
+    if len(runs) < 2:
+        return None
+    return between_run_spread((per_trial(run, key) for run in runs), statistic=statistic)
 
 
 def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
@@ -566,8 +643,14 @@ def compare_runs(
     run_label: str | None = None,
     baseline_label: str | None = None,
     force: bool = False,
+    history: Sequence[RunResult | Baseline] = (),
 ) -> RunComparison:
     """Compare every case present in both, after checking the provenance is comparable.
+
+    ``history``: the baseline's kept earlier runs (:func:`specperf.baseline.load_history`,
+    any order; a copy of the baseline itself is skipped). The newest ones of the same
+    hardware id and profile hash, whose case has the same server config, join the
+    baseline up to ``rules.baseline_runs`` runs per case (:func:`compare_cases`).
 
     ``rules`` default to the ones the run recorded (``RunResult.compare_rules``: its
     profile's ``[compare]`` table), so an offline ``specperf compare`` judges a run as
@@ -615,7 +698,7 @@ def compare_runs(
                 result.refusals.append(msg)
                 continue
             result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
-        cc = compare_cases(base, cur, rules)
+        cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history))
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
         per_request |= any(d.samples == "requests" for d in cc.details.values())
@@ -631,6 +714,36 @@ def compare_runs(
             result.notes.append(f"{note} ({count} cases)")
     for cc in result.cases:
         cc.notes = [n for n in cc.notes if shared[n] <= 1]
+    runs_used = Counter(d.baseline_runs for cc in result.cases for d in cc.details.values()
+                        if d.samples == "trials")
+    if runs_used:
+        most = max(runs_used)
+        if most > 1:
+            result.notes.append(
+                f"baseline: trials of up to {most} kept runs pooled (rule baseline_runs = "
+                f"{rules.baseline_runs}); the intervals include the spread between them")
+        elif rules.baseline_runs > 1:
+            result.notes.append(
+                "baseline: one run, so the intervals show trial-to-trial noise only, not the "
+                "noise of a server restart — keep accepting runs into the baseline "
+                "(--perf-update-baselines) until its history holds "
+                f"{rules.baseline_runs} runs")
+    blind = [(cc, d) for cc in result.cases for d in cc.details.values()
+             if d.detectable is not None and d.detectable > rules.rule(d.key).min_effect]
+    if blind:
+        worst = max(blind, key=lambda x: x[1].detectable / rules.rule(x[1].key).min_effect)  # type: ignore[operator]
+        cc, d = worst
+        rule = rules.rule(d.key)
+        need = (f"{d.trials_needed} trials per run would" if d.trials_needed
+                else "no number of trials in one run would (the baseline's noise and the "
+                     "between-run spread alone exceed it: keep more runs, or quieten the "
+                     "machine)")
+        result.notes.append(
+            f"these repeats cannot see every minimum effect: {len(blind)} of "
+            f"{sum(1 for _ in result.all())} metric×case comparisons catch (90 % power) only "
+            f"shifts larger than their minimum effect — worst {cc.case.id} {rule.name}: "
+            f"≥ {d.detectable * 100:.0f} % against a {rule.min_effect * 100:g} % minimum; "  # type: ignore[operator]
+            f"{need}")
     if per_request:
         result.notes.append(
             f"some cases have fewer than {rules.min_trials} trials per side: their latencies "
@@ -652,6 +765,24 @@ def compare_runs(
             "check that the files are the ones you meant, or "
             + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
     return result
+
+
+def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
+                  history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
+    """The case in the kept runs that may join the baseline: same hardware id, profile
+    hash and server config, not the baseline itself; newest first."""
+    bp = baseline.provenance
+    out = []
+    for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True):
+        kp = kept.provenance
+        if kp == bp or kp.hardware_id != bp.hardware_id or kp.profile_hash != bp.profile_hash:
+            continue
+        case = next((c for c in kept.cases if c.case == base.case), None)
+        if (case is None or case.config_hash != base.config_hash or case.method != base.method
+                or case.num_speculative_tokens != base.num_speculative_tokens):
+            continue
+        out.append(case)
+    return out
 
 
 def _case_list(cases: list[Case], limit: int = 8) -> str:

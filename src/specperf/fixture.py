@@ -102,6 +102,9 @@ class PerfSession:
     checks: list[GateCheck] = field(default_factory=list)
     baseline: Baseline | None = None
     baseline_path: Path | None = None
+    # The baseline's kept earlier runs (its history directory), which the comparison
+    # pools with it to see the noise of a server restart.
+    baseline_history: list[Baseline] = field(default_factory=list)
     baseline_note: str | None = None
     provenance: Provenance | None = None
     started_at: object = field(default_factory=utcnow)
@@ -216,9 +219,13 @@ class PerfSession:
                 "refused (record them with --perf-update-baselines)"
             )
         self.baseline = base
+        self.baseline_history = baseline_store.load_history(path)
+        kept = sum(1 for h in self.baseline_history
+                   if h.provenance != bp and h.provenance.profile_hash == bp.profile_hash)
         self.baseline_note = (
             f"baseline {path} (vLLM {bp.vllm_version}, {bp.date:%Y-%m-%d}, "
-            f"commit {(bp.git_commit or '?')[:10]})"
+            f"commit {(bp.git_commit or '?')[:10]}; {kept} earlier kept run"
+            f"{'' if kept == 1 else 's'} of this profile)"
         )
 
     def get_provenance(self) -> Provenance:
@@ -554,7 +561,7 @@ class PerfSession:
         if cap is None or self.baseline is None:
             return {}
         # Here, not at module level: scipy loads only for runs that compare as they go.
-        from specperf.compare import compare_cases, decide_with_retries
+        from specperf.compare import compare_cases, decide_with_retries, earlier_runs
 
         p = self.profile
         bases = {c: b for c in concs
@@ -565,7 +572,8 @@ class PerfSession:
                 return None
             cur = case_result(Case(config_id=cfg.id, concurrency=c), cfg, trials[c],
                               vllm_version, p.config_hash(cfg))
-            return compare_cases(bases[c], cur, p.compare)
+            earlier = earlier_runs(bases[c], self.baseline, self.baseline_history)  # type: ignore[arg-type]
+            return compare_cases(bases[c], cur, p.compare, earlier=earlier)
 
         def run_more(todo: dict[int, int]) -> None:
             ids = ", ".join(f"{cfg.id}-c{c} +{n}" for c, n in todo.items())

@@ -367,7 +367,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     comparison = None
     if ps.baseline is not None:
         comparison = compare_runs(run, ps.baseline, ps.profile.compare,
-                                  baseline_label=str(ps.baseline_path), force=True)
+                                  baseline_label=str(ps.baseline_path), force=True,
+                                  history=ps.baseline_history)
     # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and the
     # GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails is a
     # warning; the run's verdict does not depend on it.

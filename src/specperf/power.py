@@ -24,14 +24,22 @@ throughput:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specperf.compare import CompareRules, per_request, per_trial
+from specperf.compare import CompareRules, earlier_runs, per_request, per_trial
 from specperf.schemas import Baseline, CaseResult, RunResult
+from specperf.stats import (
+    between_run_spread,
+    detectable_shift,
+    min_detectable_effect,
+    required_trials,
+    simulated_power,
+    trials_for_shift,
+)
 from specperf.stats import cv as robust_cv
-from specperf.stats import min_detectable_effect, required_trials, simulated_power
 
 __all__ = [
     "MIN_TRIALS_FOR_CV",
@@ -70,6 +78,9 @@ class MetricPower(_Model):
     detectable: float | None = Field(None, description="relative shift n units catch")
     simulated_n: int | None = None
     simulated_power: float | None = None
+    baseline_runs: int = Field(1, description="kept runs of this case the figures pool")
+    between_run_spread: float | None = Field(
+        None, description="log-scale SD of the kept runs' centres beyond trial noise")
     note: str | None = None
 
 
@@ -102,9 +113,14 @@ def _values(case: CaseResult, key: str) -> tuple[Literal["trials", "requests"] |
 
 def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: float,
             power: float, rules: CompareRules, simulate: bool, sim_trials: int,
-            sim_resamples: int, seed: int) -> MetricPower:
+            sim_resamples: int, seed: int, earlier: list[CaseResult]) -> MetricPower:
     min_effect = rules.rule(key).min_effect  # type: ignore[arg-type]
     source, vals = _values(case, key)
+    runs = [case, *earlier][: rules.baseline_runs] if source == "trials" else [case]
+    stat = "mean" if rules.rule(key).statistic == "mean" else "median"  # type: ignore[arg-type]
+    between = (between_run_spread((per_trial(r, key) for r in runs), statistic=stat)
+               if len(runs) > 1 else None)
+    tau, k = between or 0.0, len(runs)
     base = MetricPower(key=key, metric=name, min_effect=min_effect)
     if source is None:
         return base.model_copy(update={"note": (
@@ -119,9 +135,25 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
     except ValueError as exc:
         return base.model_copy(update={"source": source, "n": len(vals), "note": str(exc)})
     n = len(vals)
-    needed = required_trials(c, effect, alpha=alpha, power=power)
-    detectable = min_detectable_effect(c, n, alpha=alpha, power=power) if n else None
     notes = []
+    if k > 1:
+        # The gate pools the kept runs (k x n baseline trials) and widens for the spread
+        # between them; a new run is planned with n trials.
+        n_base = sum(len(per_trial(r, key)) for r in runs)
+        needed = trials_for_shift(effect, c, n_base, c, between_sd=tau, baseline_runs=k,
+                                  alpha=alpha, power=power)
+        detectable = detectable_shift(c, n_base, c, n, between_sd=tau, baseline_runs=k,
+                                      alpha=alpha, power=power)
+        if needed is None:
+            notes.append(f"the spread between the {k} kept runs ({tau * 100:.1f} %) and the "
+                         "baseline's own noise exceed this effect: no number of trials in "
+                         "one run catches it")
+    else:
+        needed = required_trials(c, effect, alpha=alpha, power=power)
+        detectable = min_detectable_effect(c, n, alpha=alpha, power=power) if n else None
+        if source == "trials":
+            notes.append("one run: the noise of a server restart is not included "
+                         "(optimistic until the baseline has kept runs)")
     if source == "requests":
         notes.append(f"fewer than {MIN_TRIALS_FOR_CV} trials: CV of requests, which "
                      "understates run-to-run drift (optimistic)")
@@ -130,30 +162,37 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
                      "effect, so it mostly comes out INCONCLUSIVE")
     sim_n = sim_p = None
     if simulate:
-        sim_n = max(needed, rules.min_trials)
+        sim_n = max(needed or n, rules.min_trials)
         sim_p = simulated_power(c, effect, sim_n, alpha=alpha, min_effect=min_effect,
-                                trials=sim_trials, n_resamples=sim_resamples, seed=seed)
+                                trials=sim_trials, n_resamples=sim_resamples, seed=seed,
+                                between_sd=tau, baseline_runs=k,
+                                n_baseline=max(n, rules.min_trials) if k > 1 else None)
     return MetricPower(
         key=key, metric=name, source=source, n=n, cv=c, min_effect=min_effect,
         needed=needed, detectable=detectable, simulated_n=sim_n, simulated_power=sim_p,
-        note="; ".join(notes) or None,
+        baseline_runs=k, between_run_spread=between, note="; ".join(notes) or None,
     )
 
 
 def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 0.01,
                  power: float = 0.9, rules: CompareRules | None = None,
                  simulate: bool = True, sim_trials: int = 200, sim_resamples: int = 200,
-                 seed: int = 0, source: str | None = None) -> PowerReport:
-    """Power figures for every case of a baseline or run (see the module docstring)."""
+                 seed: int = 0, source: str | None = None,
+                 history: Sequence[Baseline | RunResult] = ()) -> PowerReport:
+    """Power figures for every case of a baseline or run (see the module docstring).
+
+    ``history``: the baseline's kept runs; as in the gate (``rules.baseline_runs``), the
+    comparable ones are pooled and their between-run spread is part of the noise."""
     if not 0 < effect < 10:
         raise ValueError(f"effect is relative (0.05 = 5 %), got {effect}")
     rules = rules or CompareRules()
     cases = []
     for case in result.cases:
+        earlier = earlier_runs(case, result, history)
         metrics = [
             _metric(case, key, name, effect=effect, alpha=alpha, power=power, rules=rules,
                     simulate=simulate, sim_trials=sim_trials, sim_resamples=sim_resamples,
-                    seed=seed)
+                    seed=seed, earlier=earlier)
             for key, name in METRICS
         ]
         cases.append(CasePower(case=case.case.id, trials=len(case.trials), metrics=metrics))

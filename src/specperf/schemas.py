@@ -337,6 +337,14 @@ class CompareRules(_Model):
     min_trials: int = Field(
         5, ge=2, description="trials per side needed to compare per-trial values"
     )
+    baseline_runs: int = Field(
+        5, ge=1,
+        description="how many kept baseline runs (the baseline and its newest history "
+                    "entries of the same hardware, profile and server config) the gate "
+                    "pools: their trials form the baseline sample and the spread of their "
+                    "centres is the between-run noise the interval includes; 1 = the "
+                    "baseline file alone",
+    )
     budget_tolerance: dict[MetricKey, float] = Field(
         default_factory=lambda: dict(DEFAULT_BUDGETS),
         description="relative budget of the no-interval rule: throughput with fewer than "

@@ -68,13 +68,17 @@ __all__ = [
     "Comparison",
     "Direction",
     "Verdict",
+    "between_run_spread",
     "compare_rate",
     "ratio_ci",
     "compare_samples",
     "cv",
+    "detectable_shift",
     "min_detectable_effect",
     "required_trials",
     "simulated_power",
+    "trials_for_shift",
+    "widen_ci",
 ]
 
 # Asymptotic relative efficiency of Mann-Whitney U against the t-test under normal noise:
@@ -155,13 +159,25 @@ def compare_samples(
     n_resamples: int = 2000,
     seed: int = 0,
     min_samples: int = 5,
+    between_run_sd: float = 0.0,
+    baseline_runs: int = 1,
 ) -> Comparison:
     """Compare per-run values of one metric (one value per trial) with the verdict rule.
 
     NaNs are dropped (and counted in the reason). Samples must be finite and non-negative:
     a ratio of centres means nothing for values that can change sign. Deterministic for a
     given ``seed``.
+
+    ``between_run_sd`` (log scale, from :func:`between_run_spread` of the baseline's kept
+    runs) is the server-lifetime noise the trials of one run cannot show: every trial of a
+    run shares its run's offset. The bootstrap interval is widened by it, in log space,
+    as ``z * between_run_sd * sqrt(1 + 1/baseline_runs)`` (the current run's own offset
+    plus that of the mean of ``baseline_runs`` baseline runs), added in quadrature.
     """
+    if between_run_sd < 0 or not math.isfinite(between_run_sd):
+        raise ValueError(f"between_run_sd must be finite and >= 0, got {between_run_sd}")
+    if baseline_runs < 1:
+        raise ValueError(f"baseline_runs must be >= 1, got {baseline_runs}")
     if statistic not in ("median", "mean"):
         raise ValueError(f"statistic must be 'median' or 'mean', not {statistic!r}")
     if min_effect < 0:
@@ -256,6 +272,9 @@ def compare_samples(
     ci = _bootstrap_ratio_ci(
         base, curr, statistic=statistic, confidence=confidence, n_resamples=n_resamples, seed=seed
     )
+    if between_run_sd > 0:
+        ci = widen_ci(ratio, ci, between_run_sd * math.sqrt(1.0 + 1.0 / baseline_runs),
+                      confidence)
     p_value = float(scipy_stats.mannwhitneyu(base, curr, alternative="two-sided").pvalue)
     if math.isnan(p_value):
         p_value = 1.0  # only when there is no variation at all; handled above, kept as a guard
@@ -269,8 +288,57 @@ def compare_samples(
         verdict=verdict,
         reason=_sample_reason(
             metric, statistic, ratio, ci, confidence, p_value, alpha, min_effect, why
-        ),
+        ) + _between_note(between_run_sd, baseline_runs),
     )
+
+
+def _between_note(between_run_sd: float, baseline_runs: int) -> str:
+    if between_run_sd <= 0:
+        return ""
+    return (f"; the interval includes a between-run spread of {between_run_sd * 100:.1f} % "
+            f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}")
+
+
+def widen_ci(ratio: float, ci: tuple[float, float], extra_sd: float,
+             confidence: float) -> tuple[float, float]:
+    """``ci`` of ``ratio`` widened by a further independent log-normal error of ``extra_sd``
+    (log scale): each end's log distance from the ratio and ``z * extra_sd`` add in
+    quadrature, so a CI that was already wide barely moves and a narrow one grows."""
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)) or ratio <= 0 or lo <= 0:
+        return ci
+    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2.0))
+    extra = z * extra_sd
+    down = math.log(ratio / lo) if lo < ratio else 0.0
+    up = math.log(hi / ratio) if hi > ratio else 0.0
+    return (ratio * math.exp(-math.hypot(down, extra)), ratio * math.exp(math.hypot(up, extra)))
+
+
+def between_run_spread(runs: Iterable[Iterable[float]], *,
+                       statistic: Literal["median", "mean"] = "median") -> float | None:
+    """The server-lifetime noise of a metric, from several runs' trial values: the standard
+    deviation (log scale, ~ relative) of the runs' centres beyond what their trials' own
+    noise explains, floored at 0.
+
+    The variance of run centres is the run effect's variance plus each centre's sampling
+    variance (``s^2 / n`` for a mean, about ``pi/2 * s^2 / n`` for a median of normal
+    noise); the latter is subtracted. ``None`` when fewer than 2 runs have 2 positive
+    values (nothing to tell a run effect from)."""
+    centre = np.median if statistic == "median" else np.mean
+    factor = math.pi / 2.0 if statistic == "median" else 1.0
+    centres, sampling = [], []
+    for run in runs:
+        values = np.asarray(list(run), dtype=np.float64).ravel()
+        values = values[np.isfinite(values) & (values > 0)]
+        if values.size < 2:
+            continue
+        logs = np.log(values)
+        centres.append(float(centre(logs)))
+        sampling.append(factor * float(np.var(logs, ddof=1)) / values.size)
+    if len(centres) < 2:
+        return None
+    excess = float(np.var(centres, ddof=1)) - float(np.mean(sampling))
+    return math.sqrt(excess) if excess > 0 else 0.0
 
 
 def _clean(samples: Iterable[float], side: str) -> tuple[NDArray[np.float64], int]:
@@ -574,6 +642,35 @@ def min_detectable_effect(cv: float, n: int, *, alpha: float = 0.01, power: floa
     return _z_sum(alpha, power) * cv * math.sqrt(2.0 / (n * MANN_WHITNEY_ARE))
 
 
+def detectable_shift(cv_base: float, n_base: int, cv_curr: float, n_curr: int, *,
+                     between_sd: float = 0.0, baseline_runs: int = 1, alpha: float = 0.01,
+                     power: float = 0.9) -> float:
+    """The relative shift a comparison of ``n_base`` baseline and ``n_curr`` current trials
+    detects with ``power`` at the two-sided false-alarm rate ``alpha``: the normal
+    approximation of :func:`min_detectable_effect` with unequal sides, plus the
+    between-run spread (log scale) of the current run and of the mean of
+    ``baseline_runs`` baseline runs, which no number of trials in one run removes."""
+    if min(n_base, n_curr) < 1 or baseline_runs < 1:
+        raise ValueError("n_base, n_curr and baseline_runs must be >= 1")
+    within = (cv_base**2 / n_base + cv_curr**2 / n_curr) / MANN_WHITNEY_ARE
+    return _z_sum(alpha, power) * math.sqrt(within + between_sd**2 * (1 + 1 / baseline_runs))
+
+
+def trials_for_shift(effect: float, cv_base: float, n_base: int, cv_curr: float, *,
+                     between_sd: float = 0.0, baseline_runs: int = 1, alpha: float = 0.01,
+                     power: float = 0.9) -> int | None:
+    """Current-run trials that make :func:`detectable_shift` reach ``effect`` against
+    this baseline; ``None`` when the baseline's own noise and the between-run spread
+    already exceed it (then only more or quieter baseline runs help)."""
+    if effect <= 0 or n_base < 1 or baseline_runs < 1:
+        raise ValueError("effect must be > 0, n_base and baseline_runs >= 1")
+    room = ((effect / _z_sum(alpha, power)) ** 2 - between_sd**2 * (1 + 1 / baseline_runs)
+            - cv_base**2 / (MANN_WHITNEY_ARE * n_base))
+    if room <= 0:
+        return None
+    return max(2, math.ceil(cv_curr**2 / MANN_WHITNEY_ARE / room - 1e-9))
+
+
 def simulated_power(
     cv: float,
     effect: float,
@@ -586,6 +683,9 @@ def simulated_power(
     statistic: Literal["median", "mean"] = "median",
     n_resamples: int = 400,
     min_samples: int = 5,
+    between_sd: float = 0.0,
+    baseline_runs: int = 1,
+    n_baseline: int | None = None,
 ) -> float:
     """Fraction of simulated experiments that ``compare_samples`` calls a REGRESSION.
 
@@ -597,6 +697,11 @@ def simulated_power(
     each 95 % CI end by about 0.13 of the ratio's standard error (vs 0.06), which changes
     the power far less than its own Monte-Carlo error (about +/-0.013 at 0.9, 500 trials).
     With fewer than ``min_samples`` per side the gate never decides, so the power is 0.
+
+    ``between_sd`` (log scale) adds the server-lifetime noise trials cannot show: each of
+    the ``baseline_runs`` baseline runs (``n_baseline`` trials each, default ``n``) and the
+    current run get their own log-normal offset, and the gate is told that spread, as
+    :func:`specperf.compare.compare_cases` does from a baseline's kept runs.
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
@@ -609,9 +714,13 @@ def simulated_power(
     sigma = math.sqrt(math.log1p(cv**2))
     mu = -0.5 * sigma**2
     regressions = 0
+    nb = n if n_baseline is None else n_baseline
     for _ in range(trials):
-        base = rng.lognormal(mu, sigma, n)
-        curr = (1.0 + effect) * rng.lognormal(mu, sigma, n)
+        offsets = np.exp(rng.normal(0.0, between_sd, baseline_runs + 1)) if between_sd else (
+            np.ones(baseline_runs + 1))
+        base = np.concatenate([offsets[i] * rng.lognormal(mu, sigma, nb)
+                               for i in range(baseline_runs)])
+        curr = (1.0 + effect) * offsets[-1] * rng.lognormal(mu, sigma, n)
         comparison = compare_samples(
             "simulated",
             base,
@@ -623,6 +732,8 @@ def simulated_power(
             n_resamples=n_resamples,
             seed=int(rng.integers(2**32)),
             min_samples=min_samples,
+            between_run_sd=between_sd,
+            baseline_runs=baseline_runs,
         )
         regressions += comparison.verdict is Verdict.REGRESSION
     return regressions / trials

@@ -112,14 +112,51 @@ def _load(path: str) -> Any:
     return load_result(path)
 
 
-def compare(run_path: str, ref_path: str) -> list[dict[str, Any]]:
-    """Every metric x case comparison of run against ref, flattened."""
+def compare(run_path: str, ref_path: str, history: list[str] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+    """Every metric x case comparison of run against ref (with ref's kept runs
+    ``history``, as a baseline's history directory would hold them), flattened."""
     from specperf.compare import compare_runs
 
-    cmp = compare_runs(_load(run_path), _load(ref_path), force=True)
+    cmp = compare_runs(_load(run_path), _load(ref_path), force=True,
+                       history=[_load(h) for h in history])
     return [{"case": c.case.id, "config": c.case.config_id, "metric": m.metric,
-             "verdict": m.verdict.value, "ratio": m.ratio, "reason": m.reason}
+             "verdict": m.verdict.value, "ratio": m.ratio, "ci": [m.ci_low, m.ci_high],
+             "reason": m.reason,
+             "baseline_runs": (c.details[m.metric].baseline_runs
+                               if m.metric in c.details else None),
+             "detectable": (c.details[m.metric].detectable if m.metric in c.details else None)}
             for c, m in cmp.all()]
+
+
+def acceptance_probe(run_path: str, ref_path: str) -> dict[str, int]:
+    """One accepted token in a thousand, on real counters: the run's accepted count (and
+    each position's) lowered by ceil(drafted / 1000), compared with the reference by the
+    gate's acceptance rule. Counts how many such changes were caught."""
+    import math
+
+    from specperf.compare import compare_runs
+
+    run, ref = _load(run_path), _load(ref_path)
+    cases = []
+    for case in run.cases:
+        acc = case.acceptance
+        if acc is None or not acc.drafts:
+            cases.append(case)
+            continue
+        less = max(1, math.ceil(acc.draft_tokens / 1000))
+        per_pos = list(acc.accepted_per_position)
+        if per_pos:
+            per_pos[-1] = max(0, per_pos[-1] - less)  # the last position's count drops
+        acc = acc.model_copy(update={"accepted_tokens": acc.accepted_tokens - less,
+                                     "accepted_per_position": per_pos})
+        cases.append(case.model_copy(update={"acceptance": acc}))
+    cmp = compare_runs(run.model_copy(update={"cases": cases}), ref, force=True)
+    rows = [m for _, m in cmp.all() if m.metric == "acceptance_rate"]
+    last = [m for c, m in cmp.all() if c.num_speculative_tokens
+            and m.metric == f"acceptance_rate[pos {c.num_speculative_tokens - 1}]"]
+    return {"changes": len(rows), "caught": sum(m.verdict.value == "regression" for m in rows),
+            "position_changes": len(last),
+            "position_caught": sum(m.verdict.value == "regression" for m in last)}
 
 
 def measured_shape(ref_path: str, config: str) -> dict[str, dict[str, float]]:
@@ -159,12 +196,32 @@ def expected_effects(delay_ms: float, shape: dict[str, dict[str, float]]) -> dic
 # ----------------------------------------------------------------------------- summary
 
 
-def summarise_aa(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def aa_pairings(paths: list[str], kept: list[str], keep: int) -> dict[str, list[tuple[str, str, list[str]]]]:
+    """(run, baseline, baseline's kept runs) per A/A pairing:
+
+    * ``nightly``: each run against the run before it, whose kept history is the runs
+      before that (up to ``keep`` in all) -- ``--perf-update-baselines`` after every run;
+    * ``vs_kept``: each run against a baseline recorded earlier from the ``kept`` runs
+      (the newest is the baseline file, the others its history), when given;
+    * ``one_run``: each run against the run before it alone (no history): what a
+      single-run baseline would say.
+    """
+    out = {
+        "nightly": [(paths[i], paths[i - 1], paths[max(0, i - keep):i - 1])
+                    for i in range(1, len(paths))],
+        "one_run": [(paths[i], paths[i - 1], []) for i in range(1, len(paths))],
+    }
+    if kept:
+        out["vs_kept"] = [(p, kept[-1], kept[:-1]) for p in paths]
+    return out
+
+
+def summarise_aa(runs: list[dict[str, Any]], kept: list[str] = (), keep: int = 5) -> dict[str, Any]:  # type: ignore[assignment]
     paths = [r["run_json"] for r in runs if r["run_json"]]
-    out: dict[str, Any] = {"runs": len(paths)}
-    for mode, pairs in (("vs_first", [(p, paths[0]) for p in paths[1:]]),
-                        ("consecutive", list(zip(paths[1:], paths[:-1], strict=False)))):
-        rows = [row for run, ref in pairs for row in compare(run, ref)]
+    out: dict[str, Any] = {"runs": len(paths), "kept": list(kept)}
+    for mode, pairs in aa_pairings(paths, list(kept), keep).items():
+        per_pair_rows = [compare(run, ref, hist) for run, ref, hist in pairs]
+        rows = [row for pair_rows in per_pair_rows for row in pair_rows]
         flagged = [r for r in rows if r["verdict"] in FLAGGED]
         by_metric: dict[str, dict[str, int]] = {}
         for r in rows:
@@ -176,17 +233,25 @@ def summarise_aa(runs: list[dict[str, Any]]) -> dict[str, Any]:
         out[mode] = {"pairs": len(pairs), "comparisons": len(rows),
                      "false_alarms": len(flagged),
                      "rate": len(flagged) / len(rows) if rows else None,
+                     "per_pair": [sum(row["verdict"] in FLAGGED for row in pair_rows)
+                                  for pair_rows in per_pair_rows],
                      "by_metric": by_metric, "flagged": flagged}
+    probes = [acceptance_probe(run, ref) for run, ref in zip(paths[1:], paths[:-1], strict=False)]
+    out["acceptance_probe"] = {k: sum(p[k] for p in probes) for k in
+                               ("changes", "caught", "position_changes", "position_caught")}
     return out
 
 
-def summarise_injection(tries: list[dict[str, Any]], ref: str, config: str) -> dict[str, Any]:
+def summarise_injection(tries: list[dict[str, Any]], ref: str, config: str,
+                        kept: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    """Each try against the reference ``ref`` with the other reference runs ``kept`` as
+    its history (the gate pools them)."""
     rows_out = []
     for t in tries:
         if not t["run_json"]:
             rows_out.append({**t, "missing": True})
             continue
-        rows = compare(t["run_json"], ref)
+        rows = compare(t["run_json"], ref, list(kept))
         injected = [r for r in rows if r["config"] == config]
         tpot = [r for r in injected if r["metric"] == "TPOT"]
         rows_out.append({
@@ -209,7 +274,8 @@ def summarise_injection(tries: list[dict[str, Any]], ref: str, config: str) -> d
                                if done else None),
             "observed_tpot_ratio": [x["ratio"] for r in done for x in r["tpot"]],
         }
-    return {"config": config, "reference": ref, "by_size": by_size, "tries": rows_out}
+    return {"config": config, "reference": ref, "kept": list(kept), "by_size": by_size,
+            "tries": rows_out}
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -217,19 +283,38 @@ def markdown(summary: dict[str, Any]) -> str:
              f"Profile `{summary['profile']}`, {summary['repeats']} trials per case per run.", ""]
     aa = summary.get("aa")
     if aa:
+        modes = [m for m in ("vs_kept", "nightly", "one_run") if m in aa]
         lines += ["## A/A (nothing changed)", "",
-                  "| pairing | pairs | comparisons | false alarms | rate |",
-                  "|---|---:|---:|---:|---:|"]
-        for mode in ("vs_first", "consecutive"):
+                  "| pairing | pairs | comparisons | false alarms | rate | per pair |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for mode in modes:
             m = aa[mode]
             rate = "—" if m["rate"] is None else f"{m['rate'] * 100:.1f} %"
             lines.append(f"| {mode} | {m['pairs']} | {m['comparisons']} | "
-                         f"{m['false_alarms']} | {rate} |")
-        lines += ["", "| metric | comparisons | false alarms | inconclusive |",
-                  "|---|---:|---:|---:|"]
-        for metric, m in aa["vs_first"]["by_metric"].items():
-            lines.append(f"| {metric} | {m['comparisons']} | {m['false_alarms']} | "
-                         f"{m['inconclusive']} |")
+                         f"{m['false_alarms']} | {rate} | "
+                         f"{' '.join(str(x) for x in m.get('per_pair', []))} |")
+        lines += ["", "| metric | " + " | ".join(f"{m}: alarms / inconclusive" for m in modes)
+                  + " |", "|---|" + "---:|" * len(modes)]
+        for metric in aa[modes[0]]["by_metric"]:
+            cells = []
+            for mode in modes:
+                bm = aa[mode]["by_metric"].get(metric, {})
+                cells.append(f"{bm.get('false_alarms', 0)} / {bm.get('inconclusive', 0)} of "
+                             f"{bm.get('comparisons', 0)}")
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        lines.append("")
+        for mode in modes:
+            for r in aa[mode]["flagged"]:
+                lines.append(f"- {mode}: {r['case']} {r['metric']} {r['verdict']} "
+                             f"(ratio {r['ratio']:.3f}, CI {r['ci'][0]:.3f}–{r['ci'][1]:.3f}, "
+                             f"{r['baseline_runs']} baseline run(s))")
+        probe = aa.get("acceptance_probe")
+        if probe:
+            lines += ["", f"Acceptance lowered by one accepted token per thousand drafted, on "
+                      f"the real counters of each consecutive pair: caught "
+                      f"{probe['caught']} of {probe['changes']} (overall rate), "
+                      f"{probe['position_caught']} of {probe['position_changes']} (last "
+                      "position)."]
         lines.append("")
     inj = summary.get("injection")
     if inj:
@@ -257,6 +342,48 @@ def markdown(summary: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- main
 
 
+def _keep() -> int:
+    from specperf.compare import CompareRules
+
+    return CompareRules().baseline_runs
+
+
+def _finish(args: argparse.Namespace, summary: dict[str, Any]) -> int:
+    summary["finished"] = datetime.now().isoformat(timespec="seconds")
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    md = markdown(summary)
+    (args.out / "summary.md").write_text(md)
+    print(md)
+    print(f"wrote {args.out}/summary.json and summary.md")
+    return 0
+
+
+def analyse_only(args: argparse.Namespace, config: str, summary: dict[str, Any]) -> int:
+    """Judge the runs already in args.out (names as this script gives them)."""
+    import re
+
+    def runs(pattern: str) -> list[Path]:
+        return sorted(d for d in args.out.glob(pattern) if (d / "run.json").exists())
+
+    aa = [{"name": d.name, "run_json": str(d / "run.json")} for d in runs("aa[0-9]*")]
+    if aa:
+        summary["aa"] = summarise_aa(aa, args.kept, _keep())
+    refs = [str(d / "run.json") for d in runs("reference-*")] or list(args.reference or [])
+    tries = []
+    for d in runs("inj*pct-*"):
+        m = re.match(r"inj([\d.]+)pct-(\d+)$", d.name)
+        if m:
+            tries.append({"name": d.name, "run_json": str(d / "run.json"),
+                          "size": float(m.group(1)) / 100.0, "delay_ms": None})
+    if tries and refs:
+        shape = measured_shape(refs[0], config)
+        summary["delays_ms"] = {f"{t['size']:g}": delay_ms_for(t["size"], shape) for t in tries}
+        for t in tries:
+            t["delay_ms"] = delay_ms_for(t["size"], shape)
+        summary["injection"] = summarise_injection(tries, refs[-1], config, refs[:-1])
+    return _finish(args, summary)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -270,8 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inject-config", default=None,
                    help="server config to slow down (default: the first speculative one)")
     p.add_argument("--phase", choices=("all", "aa", "inject"), default="all")
-    p.add_argument("--reference", default=None,
-                   help="run.json to compare injected runs against (default: A/A run 1)")
+    p.add_argument("--reference", default=None, nargs="+",
+                   help="run.json file(s) to compare injected runs against: the first sizes "
+                        "the delay, the last is the baseline, the others its kept runs "
+                        "(default: fresh reference runs)")
+    p.add_argument("--kept", default=[], nargs="+", metavar="RUN_JSON",
+                   help="A/A: earlier runs recorded as a baseline (the last is the baseline "
+                        "file, the others its history); adds the vs_kept pairing")
+    p.add_argument("--analyse-only", action="store_true",
+                   help="run nothing: judge the runs already in --out (aa*/, reference-*/, "
+                        "inj*/) with the current code")
     p.add_argument("--reference-runs", type=int, default=1,
                    help="reference runs through the zero-delay proxy (default 1)")
     p.add_argument("--reference-repeats", type=int, default=None,
@@ -325,12 +460,15 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {"kind": "specperf-gate-experiments", "profile": str(args.profile),
                                "repeats": args.repeats, "inject_config": config,
                                "started": datetime.now().isoformat(timespec="seconds")}
+    if args.analyse_only:
+        return analyse_only(args, config, summary)
     aa_runs = [run_once(args, name, {}) for name in aa_names]
     if aa_runs:
         summary["aa_runs"] = aa_runs
-        summary["aa"] = summarise_aa(aa_runs)
+        summary["aa"] = summarise_aa(aa_runs, args.kept, _keep())
     if inj_names:
-        ref = args.reference or next((r["run_json"] for r in aa_runs if r["run_json"]), None)
+        refs_json = list(args.reference or [])
+        ref = refs_json[0] if refs_json else None
         if ref is None:
             # The reference goes through the same proxy with no delay: the proxy's own
             # cost (measured 1.13-1.25x TPOT on 2 cores) must not count as the effect.
@@ -339,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
                              repeats=args.reference_repeats)
                     for i in range(args.reference_runs)]
             summary["reference_runs"] = refs
-            ref = next((r["run_json"] for r in refs if r["run_json"]), None)
+            refs_json = [r["run_json"] for r in refs if r["run_json"]]
+            ref = refs_json[0] if refs_json else None
         if ref is None:
             raise SystemExit("no reference run.json: cannot size or judge the injection")
         shape = fixed_shape() or measured_shape(ref, config)
@@ -355,14 +494,9 @@ def main(argv: list[str] | None = None) -> int:
             r = run_once(args, name, {"SPECPERF_PROXY_DELAY_MS": f"{d:.3f}",
                                       "SPECPERF_PROXY_CONFIGS": config})
             tries.append({**r, "size": size, "delay_ms": d})
-        summary["injection"] = summarise_injection(tries, ref, config)
-    summary["finished"] = datetime.now().isoformat(timespec="seconds")
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    md = markdown(summary)
-    (args.out / "summary.md").write_text(md)
-    print(md)
-    print(f"wrote {args.out}/summary.json and summary.md")
-    return 0
+        summary["injection"] = summarise_injection(tries, refs_json[-1], config,
+                                                   refs_json[:-1])
+    return _finish(args, summary)
 
 
 if __name__ == "__main__":

@@ -153,3 +153,30 @@ def test_kept_runs_add_the_restart_noise_and_the_cli_finds_them(
     tpot = next(m for m in json.loads(capsys.readouterr().out)["cases"][0]["metrics"]
                 if m["key"] == "tpot")
     assert tpot["baseline_runs"] == 1
+
+
+def test_gate_experiments_analyse_only_judges_real_runs_and_probes_acceptance(
+        tmp_path: Path) -> None:
+    """Three copies of a real cpu-tiny run as an A/A series: every pairing judges them,
+    and lowering acceptance by one token per thousand drafted is caught every time."""
+    run = json.loads((REPO / "tests" / "data" / "run-cpu-tiny.json").read_text())
+    out = tmp_path / "exp"
+    for i in range(3):
+        (out / f"aa{i + 1:02d}").mkdir(parents=True)
+        run["provenance"]["date"] = f"2026-11-0{i + 1}T12:00:00Z"
+        (out / f"aa{i + 1:02d}" / "run.json").write_text(json.dumps(run))
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gate_experiments.py"), "--analyse-only",
+         "--out", str(out), "--profile", str(REPO / "tests" / "profiles" / "cpu-ci.toml"),
+         "--kept", str(out / "aa01" / "run.json"), str(out / "aa02" / "run.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())["aa"]
+    assert summary["nightly"]["pairs"] == 2 and summary["vs_kept"]["pairs"] == 3
+    # Identical runs: nothing can be flagged.
+    assert all(summary[m]["false_alarms"] == 0 for m in ("nightly", "one_run", "vs_kept"))
+    probe = summary["acceptance_probe"]
+    assert probe["changes"] > 0 and probe["caught"] == probe["changes"]
+    assert probe["position_caught"] == probe["position_changes"] > 0
+    assert "## A/A" in (out / "summary.md").read_text()

@@ -37,6 +37,9 @@ def add_power_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--power", type=float, default=0.9, help="wanted power (default 0.9)")
     p.add_argument("--sim-trials", type=int, default=200,
                    help="simulated experiments per figure (default 200; 0 = no simulation)")
+    p.add_argument("--repeats", type=int, default=None, metavar="N",
+                   help="trials the next run will have (default: the baseline's own): "
+                        "'catches ≥' and the simulated power are for N")
     p.add_argument("--no-history", action="store_true",
                    help="ignore the baseline's kept runs (history/<name>/*.json beside it); "
                         "by default they are pooled as the gate pools them")
@@ -64,7 +67,8 @@ def run_power(args: argparse.Namespace) -> int:
     try:
         report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
                               simulate=args.sim_trials > 0, sim_trials=max(args.sim_trials, 1),
-                              source=str(args.baseline), history=history)
+                              source=str(args.baseline), history=history,
+                              repeats=args.repeats)
     except ValueError as exc:
         print(f"specperf power: error: {exc}", file=sys.stderr)
         return 2

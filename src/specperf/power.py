@@ -12,7 +12,7 @@ throughput:
   no per-request value and is then not estimated);
 * ``needed`` -- :func:`specperf.stats.required_trials`: units (trials, or requests) per
   side to detect a shift of ``effect`` with ``power`` at the false-alarm rate ``alpha``;
-* ``detectable`` -- :func:`specperf.stats.min_detectable_effect` at the units the
+* ``detectable`` -- :func:`specperf.stats.detectable_shift` at the units the
   baseline has now;
 * ``simulated_power`` -- :func:`specperf.stats.simulated_power` of the real verdict rule
   (Mann-Whitney + bootstrap CI against the metric's minimum effect) for a true shift of
@@ -34,7 +34,6 @@ from specperf.schemas import Baseline, CaseResult, RunResult
 from specperf.stats import (
     between_run_spread,
     detectable_shift,
-    min_detectable_effect,
     required_trials,
     simulated_power,
     trials_for_shift,
@@ -113,7 +112,8 @@ def _values(case: CaseResult, key: str) -> tuple[Literal["trials", "requests"] |
 
 def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: float,
             power: float, rules: CompareRules, simulate: bool, sim_trials: int,
-            sim_resamples: int, seed: int, earlier: list[CaseResult]) -> MetricPower:
+            sim_resamples: int, seed: int, earlier: list[CaseResult],
+            repeats: int | None) -> MetricPower:
     min_effect = rules.rule(key).min_effect  # type: ignore[arg-type]
     source, vals = _values(case, key)
     runs = [case, *earlier][: rules.baseline_runs] if source == "trials" else [case]
@@ -142,15 +142,16 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
         n_base = sum(len(per_trial(r, key)) for r in runs)
         needed = trials_for_shift(effect, c, n_base, c, between_sd=tau, baseline_runs=k,
                                   alpha=alpha, power=power)
-        detectable = detectable_shift(c, n_base, c, n, between_sd=tau, baseline_runs=k,
-                                      alpha=alpha, power=power)
+        detectable = detectable_shift(c, n_base, c, repeats or n, between_sd=tau,
+                                      baseline_runs=k, alpha=alpha, power=power)
         if needed is None:
             notes.append(f"the spread between the {k} kept runs ({tau * 100:.1f} %) and the "
                          "baseline's own noise exceed this effect: no number of trials in "
                          "one run catches it")
     else:
         needed = required_trials(c, effect, alpha=alpha, power=power)
-        detectable = min_detectable_effect(c, n, alpha=alpha, power=power) if n else None
+        detectable = (detectable_shift(c, n, c, repeats or n, alpha=alpha, power=power)
+                      if n else None)
         if source == "trials":
             notes.append("one run: the noise of a server restart is not included "
                          "(optimistic until the baseline has kept runs)")
@@ -162,11 +163,11 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
                      "effect, so it mostly comes out INCONCLUSIVE")
     sim_n = sim_p = None
     if simulate:
-        sim_n = max(needed or n, rules.min_trials)
+        sim_n = repeats or max(needed or n, rules.min_trials)
         sim_p = simulated_power(c, effect, sim_n, alpha=alpha, min_effect=min_effect,
                                 trials=sim_trials, n_resamples=sim_resamples, seed=seed,
                                 between_sd=tau, baseline_runs=k,
-                                n_baseline=max(n, rules.min_trials) if k > 1 else None)
+                                n_baseline=n if repeats or k > 1 else None)
     return MetricPower(
         key=key, metric=name, source=source, n=n, cv=c, min_effect=min_effect,
         needed=needed, detectable=detectable, simulated_n=sim_n, simulated_power=sim_p,
@@ -178,11 +179,16 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
                  power: float = 0.9, rules: CompareRules | None = None,
                  simulate: bool = True, sim_trials: int = 200, sim_resamples: int = 200,
                  seed: int = 0, source: str | None = None,
-                 history: Sequence[Baseline | RunResult] = ()) -> PowerReport:
+                 history: Sequence[Baseline | RunResult] = (),
+                 repeats: int | None = None) -> PowerReport:
     """Power figures for every case of a baseline or run (see the module docstring).
 
     ``history``: the baseline's kept runs; as in the gate (``rules.baseline_runs``), the
-    comparable ones are pooled and their between-run spread is part of the noise."""
+    comparable ones are pooled and their between-run spread is part of the noise.
+    ``repeats``: the trials a new run will have (default: as many as the baseline's) --
+    what ``detectable`` and the simulated power are for."""
+    if repeats is not None and repeats < 2:
+        raise ValueError(f"repeats must be >= 2, got {repeats}")
     if not 0 < effect < 10:
         raise ValueError(f"effect is relative (0.05 = 5 %), got {effect}")
     rules = rules or CompareRules()
@@ -192,7 +198,7 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
         metrics = [
             _metric(case, key, name, effect=effect, alpha=alpha, power=power, rules=rules,
                     simulate=simulate, sim_trials=sim_trials, sim_resamples=sim_resamples,
-                    seed=seed, earlier=earlier)
+                    seed=seed, earlier=earlier, repeats=repeats)
             for key, name in METRICS
         ]
         cases.append(CasePower(case=case.case.id, trials=len(case.trials), metrics=metrics))

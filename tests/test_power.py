@@ -14,7 +14,7 @@ import pytest
 from specperf.baseline import write_baseline
 from specperf.cli import main as cli_main
 from specperf.measure import case_result, make_trial
-from specperf.power import power_lines, power_report
+from specperf.power import power_lines, power_report, repeats_line
 from specperf.profile import ServerConfig
 from specperf.schemas import Baseline, Case, LoadResult, Provenance, RequestSample
 from specperf.stats import min_detectable_effect, required_trials
@@ -180,3 +180,21 @@ def test_gate_experiments_analyse_only_judges_real_runs_and_probes_acceptance(
     assert probe["changes"] > 0 and probe["caught"] == probe["changes"]
     assert probe["position_caught"] == probe["position_changes"] > 0
     assert "## A/A" in (out / "summary.md").read_text()
+
+
+def test_repeats_line_says_what_the_trials_catch_and_warns_when_blind() -> None:
+    from specperf.report.markdown import run_markdown
+    from specperf.report.synthetic import SynthConfig, synthetic_run
+
+    noisy = synthetic_run(configs=(SynthConfig("nospec", "no spec"),), concurrencies=(1,),
+                          trials=5, seed=1, run_cv=0.12)
+    line = repeats_line(noisy)
+    assert line is not None and line.startswith("Smallest change 5 trials a case catch")
+    assert "TPOT" in line and "minimum effect 5 %" in line and "INCONCLUSIVE" in line
+    assert line in run_markdown(noisy).replace("\\", "")
+    quiet = synthetic_run(configs=(SynthConfig("nospec", "no spec"),), concurrencies=(1,),
+                          trials=20, seed=1, run_cv=0.002, request_cv=0.002)
+    calm = repeats_line(quiet)
+    assert calm is not None and "INCONCLUSIVE" not in calm
+    assert repeats_line(synthetic_run(configs=(SynthConfig("nospec", "no spec"),),
+                                      concurrencies=(1,), trials=2)) is None

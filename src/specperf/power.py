@@ -48,6 +48,7 @@ __all__ = [
     "PowerReport",
     "power_lines",
     "power_report",
+    "repeats_line",
 ]
 
 #: A CV from fewer trial values than this is meaningless; per-request values are used then.
@@ -229,3 +230,39 @@ def power_lines(result: Baseline | RunResult, effect: float, *, alpha: float = 0
                 line += " (per-request CV: optimistic)"
             lines.append(line)
     return lines
+
+
+def repeats_line(result: Baseline | RunResult, rules: CompareRules | None = None, *,
+                 alpha: float = 0.01, power: float = 0.9) -> str | None:
+    """One sentence for a report: the smallest shift per metric this run's repeats catch
+    against a run like it (90 % power), across its cases, beside the minimum effects --
+    and a plain warning when they cannot see them. ``None`` without 3 trials a case."""
+    rules = rules or (result.compare_rules if isinstance(result, RunResult) else None) \
+        or CompareRules()
+    report = power_report(result, rules.rule("tpot").min_effect or 0.05, alpha=alpha,
+                          power=power, rules=rules, simulate=False)
+    parts, blind = [], []
+    trials = sorted({c.trials for c in report.cases})
+    for key, name in METRICS:
+        seen = [m.detectable for c in report.cases for m in c.metrics
+                if m.key == key and m.source == "trials" and m.detectable is not None]
+        if not seen:
+            continue
+        lo, hi = min(seen), max(seen)
+        floor = rules.rule(key).min_effect  # type: ignore[arg-type]
+        span = (_pct(lo) if abs(hi - lo) < 0.005
+                else f"{lo * 100:.1f}–{hi * 100:.1f} %")
+        parts.append(f"{name} {span} (minimum effect {_pct(floor)})")
+        if hi > floor:
+            blind.append(name)
+    if not parts:
+        return None
+    n = "/".join(str(t) for t in trials)
+    line = (f"Smallest change {n} trials a case catch (90 % power, α = {alpha:g}, against "
+            "one run like this, server-restart noise not included), across the cases: "
+            + "; ".join(parts) + ".")
+    if blind:
+        line += (f" Not every case can see the minimum effect of {', '.join(blind)}: a change "
+                 "that size comes out INCONCLUSIVE there, not UNCHANGED — `specperf power "
+                 "--baseline FILE --effect E` says how many trials would.")
+    return line

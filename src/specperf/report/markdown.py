@@ -251,6 +251,11 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         else:
             table = _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)
         out.append(_details(f"Measurements ({len(run.cases)} cases)", table))
+        from specperf.power import repeats_line
+
+        line = repeats_line(run)
+        if line:
+            out.append(f"_{md_escape(line)}_\n")
     return "\n".join(out)
 
 

@@ -482,15 +482,17 @@ def test_kept_runs_pool_and_absorb_a_restart_offset() -> None:
 
 
 def test_kept_runs_of_other_hardware_profile_or_config_are_not_pooled() -> None:
-    *history, base = _kept_runs([1.0, 1.0, 1.0, 1.0, 1.0])
-    other_hw, other_profile, other_config, ok = history
+    *history, base = _kept_runs([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    other_hw, other_profile, other_config, other_vllm, ok = history
+    other_vllm = other_vllm.model_copy(update={"provenance": other_vllm.provenance.model_copy(
+        update={"vllm_version": "0.31.0"})})
     other_hw = other_hw.model_copy(update={"provenance": other_hw.provenance.model_copy(
         update={"hardware_id": "cpu-elsewhere"})})
     other_profile = other_profile.model_copy(update={
         "provenance": other_profile.provenance.model_copy(update={"profile_hash": "0" * 16})})
     other_config = other_config.model_copy(update={"cases": [
         c.model_copy(update={"config_hash": "changed"}) for c in other_config.cases]})
-    kept = [other_hw, other_profile, other_config, ok, base]
+    kept = [other_hw, other_profile, other_config, other_vllm, ok, base]
     for case in base.cases:
         assert earlier_runs(case, base, kept) == [ok.case(case.case)]
     cmp = compare_runs(_kept_runs([1.0])[0], base, history=kept)

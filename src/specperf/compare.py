@@ -46,6 +46,23 @@ acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode count
   samples: :func:`specperf.stats.compare_rate` with an absolute tolerance, overall and per
   draft position (0-based, like the gate checks).
 
+Kept runs: the noise of a server restart
+----------------------------------------
+Every trial of a run shares its server's lifetime -- where the allocator put the weights,
+how threads landed on cores, what the neighbours did that hour -- so the trials of one
+run cannot show how much a *restart* moves a metric, and on 2 CPU cores it moves it by
+5-10 %. A baseline therefore keeps its earlier accepted runs (``history/`` beside it,
+:func:`specperf.baseline.write_baseline`), and the comparison uses the newest
+``rules.baseline_runs`` (default 5) of them that share the hardware id, the profile hash,
+the vLLM version and the case's server config: their trials are pooled as the baseline sample, and the
+spread of their per-run centres beyond what their trials explain
+(:func:`specperf.stats.between_run_spread`) widens the interval
+(:func:`specperf.stats.compare_samples`, ``between_run_sd``). A baseline with one run
+gets a note saying its intervals show trial noise only. Every trial-based metric also
+reports what its samples can catch (``MetricDetail.detectable``, 90 % power) and the
+current-run trials that would catch its minimum effect (``trials_needed``); when some
+cannot see their minimum effect, the comparison says so in a note.
+
 Rules
 -----
 :class:`CompareRules` (defined in :mod:`specperf.schemas`, re-exported here) holds every
@@ -770,12 +787,15 @@ def compare_runs(
 def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
                   history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
     """The case in the kept runs that may join the baseline: same hardware id, profile
-    hash and server config, not the baseline itself; newest first."""
+    hash, vLLM version and server config, not the baseline itself; newest first. (A run
+    kept before an accepted upgrade measured another engine: pooling it would count the
+    upgrade's shift as restart noise.)"""
     bp = baseline.provenance
     out = []
     for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True):
         kp = kept.provenance
-        if kp == bp or kp.hardware_id != bp.hardware_id or kp.profile_hash != bp.profile_hash:
+        if (kp == bp or kp.hardware_id != bp.hardware_id or kp.profile_hash != bp.profile_hash
+                or kp.vllm_version != bp.vllm_version):
             continue
         case = next((c for c in kept.cases if c.case == base.case), None)
         if (case is None or case.config_hash != base.config_hash or case.method != base.method

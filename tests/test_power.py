@@ -198,3 +198,16 @@ def test_repeats_line_says_what_the_trials_catch_and_warns_when_blind() -> None:
     assert calm is not None and "INCONCLUSIVE" not in calm
     assert repeats_line(synthetic_run(configs=(SynthConfig("nospec", "no spec"),),
                                       concurrencies=(1,), trials=2)) is None
+
+
+def test_power_uses_the_rules_a_run_recorded() -> None:
+    from specperf.report.synthetic import SynthConfig, synthetic_run
+    from specperf.schemas import CompareRules
+
+    run = synthetic_run(configs=(SynthConfig("nospec", "no spec"),), concurrencies=(1,),
+                        trials=6, seed=2)
+    strict = run.model_copy(update={"compare_rules": CompareRules.model_validate(
+        {"metrics": {"tpot": {"min_effect": 0.2}}})})
+    tpot = next(m for m in power_report(strict, 0.1, simulate=False).cases[0].metrics
+                if m.key == "tpot")
+    assert tpot.min_effect == 0.2

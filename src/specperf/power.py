@@ -192,7 +192,9 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
         raise ValueError(f"repeats must be >= 2, got {repeats}")
     if not 0 < effect < 10:
         raise ValueError(f"effect is relative (0.05 = 5 %), got {effect}")
-    rules = rules or CompareRules()
+    # A run judged by its profile's [compare] table is planned by it too.
+    rules = rules or (result.compare_rules if isinstance(result, RunResult) else None) \
+        or CompareRules()
     cases = []
     for case in result.cases:
         earlier = earlier_runs(case, result, history)

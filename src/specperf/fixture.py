@@ -415,6 +415,15 @@ class PerfSession:
         p = self.profile
         view = self.view
         view.trial_started(shown, paired)
+        url, model = self._load_url(server), server.argv[server.argv.index("--model") + 1]
+        warmup_requests = p.load.warmup_requests if warmup else 0
+        if warmup_requests:
+            # Before the counters are read: warmup requests draft and accept tokens too,
+            # and counting them would make a case's acceptance depend on how many trials
+            # share the one warmup (5 trials vs 10, or a retried case).
+            run_load(url, model, self.prompts(), p.sampling, concurrency, 0,
+                     warmup_requests=warmup_requests,
+                     request_timeout_s=p.load.request_timeout_s)
         started = utcnow()
         before = fetch_counters(server.base_url)
         # Every server of the session is the suite's own load, not a neighbour's (an idle
@@ -422,12 +431,12 @@ class PerfSession:
         pids = sorted({s.proc.pid for s in (server, *self.servers.values()) if s.proc is not None})
         cpu_before = contention.take_snapshot(pids)
         load = run_load(
-            self._load_url(server), server.argv[server.argv.index("--model") + 1],
-            self.prompts(), p.sampling, concurrency, p.load.requests_at(concurrency),
-            warmup_requests=p.load.warmup_requests if warmup else 0,
-            request_timeout_s=p.load.request_timeout_s,
+            url, model, self.prompts(), p.sampling, concurrency,
+            p.load.requests_at(concurrency), request_timeout_s=p.load.request_timeout_s,
             on_request=lambda sample: view.request_done(sample.ok),
         )
+        if warmup_requests:
+            load = load.model_copy(update={"warmup_requests": warmup_requests})
         cpu_after = contention.take_snapshot(pids)
         after = fetch_counters(server.base_url)
         return make_trial(index, started, load, counter_delta(before, after),

@@ -22,6 +22,7 @@ from specperf.stats import (
     cv,
     detectable_shift,
     min_detectable_effect,
+    pooled_cv,
     ratio_ci,
     required_trials,
     simulated_power,
@@ -460,3 +461,13 @@ def test_trials_for_shift_inverts_detectable_shift_or_says_none() -> None:
     assert detectable_shift(0.06, 30, 0.06, n - 1, between_sd=0.02, baseline_runs=3) > 0.10
     # A between-run spread near the effect: no number of current trials reaches it.
     assert trials_for_shift(0.05, 0.06, 30, 0.06, between_sd=0.03, baseline_runs=3) is None
+
+
+def test_pooled_cv_ignores_the_levels_of_the_runs() -> None:
+    rng = np.random.default_rng(9)
+    runs = [level * rng.lognormal(0.0, 0.05, 8) for level in (1.0, 1.5, 0.7)]
+    pooled = pooled_cv(runs)
+    assert pooled == pytest.approx(0.05, rel=0.35)
+    assert cv(np.concatenate(runs)) > 3 * pooled  # the levels would dominate a plain CV
+    with pytest.raises(ValueError):
+        pooled_cv([[1.0]])

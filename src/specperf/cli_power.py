@@ -1,7 +1,7 @@
 """``specperf power``: how many trials a baseline needs to catch a given effect.
 
     specperf power --baseline FILE --effect 0.05 [--alpha 0.01] [--power 0.9] [--json]
-                   [--no-history]
+                   [--repeats N] [--history FILE ... | --no-history]
 
 Per case and metric (TTFT median, TPOT median, output throughput) of a baseline (or a run
 file): the observed CV, the trials per side that catch ``--effect`` with ``--power`` at
@@ -40,6 +40,9 @@ def add_power_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=None, metavar="N",
                    help="trials the next run will have (default: the baseline's own): "
                         "'catches ≥' and the simulated power are for N")
+    p.add_argument("--history", nargs="+", default=None, metavar="FILE",
+                   help="kept runs to pool with the baseline instead of its history "
+                        "directory (e.g. earlier run.json files)")
     p.add_argument("--no-history", action="store_true",
                    help="ignore the baseline's kept runs (history/<name>/*.json beside it); "
                         "by default they are pooled as the gate pools them")
@@ -59,7 +62,12 @@ def run_power(args: argparse.Namespace) -> int:
 
     try:
         result = load_result(args.baseline)
-        history = [] if args.no_history else load_history(Path(args.baseline))
+        if args.no_history:
+            history = []
+        elif args.history:
+            history = [load_result(h) for h in args.history]
+        else:
+            history = load_history(Path(args.baseline))
     except BaselineError as exc:
         first = str(exc).splitlines()[0] if str(exc) else f"{args.baseline}: unreadable"
         print(f"specperf power: error: {first}", file=sys.stderr)

@@ -121,6 +121,7 @@ from specperf.stats import (
     compare_samples,
     cv,
     detectable_shift,
+    pooled_cv,
     trials_for_shift,
 )
 
@@ -556,10 +557,10 @@ DETECT_POWER = 0.9
 def _power(runs: Sequence[CaseResult], cur: CaseResult, key: str, rule: MetricRule,
            rules: CompareRules, between: float | None) -> dict[str, float | int | None]:
     """What these trials can catch (MetricDetail.detectable / trials_needed)."""
-    base_vals = [v for v in per_trial(runs[0], key) if not math.isnan(v)]
     cur_vals = [v for v in per_trial(cur, key) if not math.isnan(v)]
     try:
-        cv_b, cv_c = cv(base_vals), cv(cur_vals)
+        cv_b = pooled_cv(per_trial(r, key) for r in runs)
+        cv_c = cv(cur_vals)
     except ValueError:
         return {}
     n_base = sum(len(per_trial(r, key)) for r in runs)

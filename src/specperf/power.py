@@ -34,6 +34,7 @@ from specperf.schemas import Baseline, CaseResult, RunResult
 from specperf.stats import (
     between_run_spread,
     detectable_shift,
+    pooled_cv,
     required_trials,
     simulated_power,
     trials_for_shift,
@@ -132,7 +133,10 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
             f"{len(vals)} {source} with a value: nothing to estimate noise from (a "
             "provisional baseline has summaries only)")})
     try:
-        c = robust_cv(vals)
+        # Within-run noise from every kept run's trials (their levels differ by the
+        # between-run spread, which is counted apart).
+        c = (pooled_cv(per_trial(r, key) for r in runs) if len(runs) > 1
+             else robust_cv(vals))
     except ValueError as exc:
         return base.model_copy(update={"source": source, "n": len(vals), "note": str(exc)})
     n = len(vals)

@@ -604,6 +604,24 @@ def cv(samples: Iterable[float]) -> float:
     return float(np.std(values, ddof=1)) / abs(float(np.mean(values)))
 
 
+def pooled_cv(runs: Iterable[Iterable[float]]) -> float:
+    """The within-run :func:`cv` of several runs' values: each value divided by its own
+    run's median, pooled, so the runs' different levels (the between-run spread) do not
+    count and every run's trials add to the estimate. NaNs are dropped; runs with fewer
+    than 2 values are skipped."""
+    ratios: list[float] = []
+    for run in runs:
+        values = np.asarray(list(run), dtype=np.float64).ravel()
+        values = values[~np.isnan(values)]
+        if values.size < 2:
+            continue
+        median = float(np.median(values))
+        if median == 0.0:
+            continue
+        ratios.extend((values / median).tolist())
+    return cv(ratios)
+
+
 def _z_sum(alpha: float, power: float) -> float:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")

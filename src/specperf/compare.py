@@ -565,7 +565,7 @@ def _power(runs: Sequence[CaseResult], cur: CaseResult, key: str, rule: MetricRu
         return {}
     n_base = sum(len(per_trial(r, key)) for r in runs)
     kw = dict(between_sd=between or 0.0, baseline_runs=len(runs), alpha=rules.alpha,
-              power=DETECT_POWER)
+              power=DETECT_POWER, confidence=rules.confidence)
     return {
         "detectable": detectable_shift(cv_b, n_base, cv_c, len(cur_vals), **kw),  # type: ignore[arg-type]
         "trials_needed": (trials_for_shift(rule.min_effect, cv_b, n_base, cv_c, **kw)  # type: ignore[arg-type]

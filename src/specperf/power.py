@@ -146,9 +146,10 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
         # between them; a new run is planned with n trials.
         n_base = sum(len(per_trial(r, key)) for r in runs)
         needed = trials_for_shift(effect, c, n_base, c, between_sd=tau, baseline_runs=k,
-                                  alpha=alpha, power=power)
+                                  alpha=alpha, power=power, confidence=rules.confidence)
         detectable = detectable_shift(c, n_base, c, repeats or n, between_sd=tau,
-                                      baseline_runs=k, alpha=alpha, power=power)
+                                      baseline_runs=k, alpha=alpha, power=power,
+                                      confidence=rules.confidence)
         if needed is None:
             notes.append(f"the spread between the {k} kept runs ({tau * 100:.1f} %) and the "
                          "baseline's own noise exceed this effect: no number of trials in "

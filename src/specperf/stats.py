@@ -171,8 +171,10 @@ def compare_samples(
     ``between_run_sd`` (log scale, from :func:`between_run_spread` of the baseline's kept
     runs) is the server-lifetime noise the trials of one run cannot show: every trial of a
     run shares its run's offset. The bootstrap interval is widened by it, in log space,
-    as ``z * between_run_sd * sqrt(1 + 1/baseline_runs)`` (the current run's own offset
-    plus that of the mean of ``baseline_runs`` baseline runs), added in quadrature.
+    as ``t * between_run_sd * sqrt(1 + 1/baseline_runs)`` (the current run's own offset
+    plus that of the mean of ``baseline_runs`` baseline runs), added in quadrature; ``t``
+    is Student's quantile with ``baseline_runs - 1`` degrees of freedom, because the
+    spread comes from that few run centres (the prediction interval of one more run).
     """
     if between_run_sd < 0 or not math.isfinite(between_run_sd):
         raise ValueError(f"between_run_sd must be finite and >= 0, got {between_run_sd}")
@@ -273,8 +275,11 @@ def compare_samples(
         base, curr, statistic=statistic, confidence=confidence, n_resamples=n_resamples, seed=seed
     )
     if between_run_sd > 0:
+        # The spread was estimated from baseline_runs run centres: with 3 of them its
+        # uncertainty is large, hence t with baseline_runs - 1 degrees of freedom (the
+        # prediction interval of one more run's centre) rather than the normal quantile.
         ci = widen_ci(ratio, ci, between_run_sd * math.sqrt(1.0 + 1.0 / baseline_runs),
-                      confidence)
+                      confidence, df=baseline_runs - 1 if baseline_runs > 1 else None)
     p_value = float(scipy_stats.mannwhitneyu(base, curr, alternative="two-sided").pvalue)
     if math.isnan(p_value):
         p_value = 1.0  # only when there is no variation at all; handled above, kept as a guard
@@ -300,14 +305,17 @@ def _between_note(between_run_sd: float, baseline_runs: int) -> str:
 
 
 def widen_ci(ratio: float, ci: tuple[float, float], extra_sd: float,
-             confidence: float) -> tuple[float, float]:
+             confidence: float, df: int | None = None) -> tuple[float, float]:
     """``ci`` of ``ratio`` widened by a further independent log-normal error of ``extra_sd``
-    (log scale): each end's log distance from the ratio and ``z * extra_sd`` add in
-    quadrature, so a CI that was already wide barely moves and a narrow one grows."""
+    (log scale): each end's log distance from the ratio and ``q * extra_sd`` add in
+    quadrature, so a CI that was already wide barely moves and a narrow one grows. ``q``
+    is the normal quantile, or Student's t with ``df`` degrees of freedom when
+    ``extra_sd`` was estimated from ``df + 1`` values."""
     lo, hi = ci
     if not (math.isfinite(lo) and math.isfinite(hi)) or ratio <= 0 or lo <= 0:
         return ci
-    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2.0))
+    q = 0.5 + confidence / 2.0
+    z = float(scipy_stats.t.ppf(q, df) if df else scipy_stats.norm.ppf(q))
     extra = z * extra_sd
     down = math.log(ratio / lo) if lo < ratio else 0.0
     up = math.log(hi / ratio) if hi > ratio else 0.0
@@ -662,7 +670,7 @@ def min_detectable_effect(cv: float, n: int, *, alpha: float = 0.01, power: floa
 
 def detectable_shift(cv_base: float, n_base: int, cv_curr: float, n_curr: int, *,
                      between_sd: float = 0.0, baseline_runs: int = 1, alpha: float = 0.01,
-                     power: float = 0.9) -> float:
+                     power: float = 0.9, confidence: float = 0.95) -> float:
     """The relative shift a comparison of ``n_base`` baseline and ``n_curr`` current trials
     detects with ``power`` at the two-sided false-alarm rate ``alpha``: the normal
     approximation of :func:`min_detectable_effect` with unequal sides, plus the
@@ -671,18 +679,34 @@ def detectable_shift(cv_base: float, n_base: int, cv_curr: float, n_curr: int, *
     if min(n_base, n_curr) < 1 or baseline_runs < 1:
         raise ValueError("n_base, n_curr and baseline_runs must be >= 1")
     within = (cv_base**2 / n_base + cv_curr**2 / n_curr) / MANN_WHITNEY_ARE
-    return _z_sum(alpha, power) * math.sqrt(within + between_sd**2 * (1 + 1 / baseline_runs))
+    return _z_sum(alpha, power) * math.sqrt(within + _between_var(between_sd, baseline_runs,
+                                                                  confidence))
+
+
+def _between_var(between_sd: float, baseline_runs: int, confidence: float) -> float:
+    """The between-run variance as the gate weighs it: of the current run and the mean of
+    ``baseline_runs`` runs, scaled by (t / z)^2 because the gate's interval uses Student's
+    t with ``baseline_runs - 1`` degrees of freedom for it (:func:`compare_samples`)."""
+    if between_sd <= 0:
+        return 0.0
+    var = between_sd**2 * (1 + 1 / baseline_runs)
+    if baseline_runs > 1:
+        q = 0.5 + confidence / 2.0
+        var *= (float(scipy_stats.t.ppf(q, baseline_runs - 1))
+                / float(scipy_stats.norm.ppf(q))) ** 2
+    return var
 
 
 def trials_for_shift(effect: float, cv_base: float, n_base: int, cv_curr: float, *,
                      between_sd: float = 0.0, baseline_runs: int = 1, alpha: float = 0.01,
-                     power: float = 0.9) -> int | None:
+                     power: float = 0.9, confidence: float = 0.95) -> int | None:
     """Current-run trials that make :func:`detectable_shift` reach ``effect`` against
     this baseline; ``None`` when the baseline's own noise and the between-run spread
     already exceed it (then only more or quieter baseline runs help)."""
     if effect <= 0 or n_base < 1 or baseline_runs < 1:
         raise ValueError("effect must be > 0, n_base and baseline_runs >= 1")
-    room = ((effect / _z_sum(alpha, power)) ** 2 - between_sd**2 * (1 + 1 / baseline_runs)
+    room = ((effect / _z_sum(alpha, power)) ** 2
+            - _between_var(between_sd, baseline_runs, confidence)
             - cv_base**2 / (MANN_WHITNEY_ARE * n_base))
     if room <= 0:
         return None

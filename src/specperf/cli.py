@@ -155,9 +155,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     try:
         run = _load(args.run)
         base = _load(args.baseline)
-    except BaselineError as exc:
-        return _error(_one_line(str(exc)))
-    try:
         history = _history(args, args.baseline)
     except BaselineError as exc:
         return _error(_one_line(str(exc)))

@@ -139,6 +139,7 @@ __all__ = [
     "compare_runs",
     "decide_with_retries",
     "earlier_runs",
+    "kept_runs",
     "inconclusive_metrics",
     "load_result",
 ]
@@ -473,11 +474,9 @@ def compare_cases(base: CaseResult, cur: CaseResult,
         if not rule.enabled:
             continue
         if by_trial:
-            b, c = _pooled(runs, key), per_trial(cur, key)
-            kind: SampleKind = "trials"
-        else:
-            b, c = per_request(base, key), per_request(cur, key)
-            kind = "requests"
+            add(*_trial_comparison(runs, cur, key, rule, rules, fallback="median"))
+            continue
+        b, c = per_request(base, key), per_request(cur, key)
         if not b or not c:
             budget = _summary_budget(base, cur, key, rule, rules)
             if budget is None:
@@ -489,48 +488,27 @@ def compare_cases(base: CaseResult, cur: CaseResult,
                                      note=f"budget rule (±{rules.budget(key) * 100:g} %), "  # type: ignore[arg-type]
                                           "no interval: no samples on one side"))
             continue
-        statistic = "mean" if rule.statistic == "mean" else "median"
-        between = _between(runs, key, statistic) if by_trial else None
         comparison = compare_samples(
             rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
-            alpha=rules.alpha, statistic=statistic,
+            alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
             confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-            between_run_sd=between or 0.0, baseline_runs=len(runs),
         )
-        note = None
-        if kind == "requests":
-            note = (f"per-request samples (fewer than {rules.min_trials} trials per side): the "
-                    "interval understates run-to-run drift")
-            comparison = comparison.model_copy(update={
-                "reason": comparison.reason.rstrip(".") + f"; samples are requests, not trials "
-                f"(fewer than {rules.min_trials} trials per side), so the interval understates "
-                "run-to-run drift."
-            })
-        add(comparison, MetricDetail(key=key, unit=rule.unit, samples=kind,  # type: ignore[arg-type]
-                                     baseline_spread=_spread(b), current_spread=_spread(c),
-                                     baseline_runs=len(runs) if by_trial else 1,
-                                     between_run_spread=between, note=note,
-                                     **(_power(runs, cur, key, rule, rules, between)
-                                        if by_trial else {})))
+        comparison = comparison.model_copy(update={
+            "reason": comparison.reason.rstrip(".") + f"; samples are requests, not trials "
+            f"(fewer than {rules.min_trials} trials per side), so the interval understates "
+            "run-to-run drift."
+        })
+        add(comparison, MetricDetail(
+            key=key, unit=rule.unit, samples="requests",  # type: ignore[arg-type]
+            baseline_spread=_spread(b), current_spread=_spread(c),
+            note=(f"per-request samples (fewer than {rules.min_trials} trials per side): the "
+                  "interval understates run-to-run drift")))
 
     rule = rules.rule("output_throughput")
     if rule.enabled:
         if by_trial:
-            b, c = _pooled(runs, "output_throughput"), per_trial(cur, "output_throughput")
-            statistic = "median" if rule.statistic == "median" else "mean"
-            between = _between(runs, "output_throughput", statistic)
-            comparison = compare_samples(
-                rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
-                alpha=rules.alpha, statistic=statistic,
-                confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-                between_run_sd=between or 0.0, baseline_runs=len(runs),
-            )
-            add(comparison, MetricDetail(key="output_throughput", unit=rule.unit,
-                                         samples="trials", baseline_spread=_spread(b),
-                                         current_spread=_spread(c), baseline_runs=len(runs),
-                                         between_run_spread=between,
-                                         **_power(runs, cur, "output_throughput", rule, rules,
-                                                  between)))
+            add(*_trial_comparison(runs, cur, "output_throughput", rule, rules,
+                                   fallback="mean"))
         else:
             b = [t.output_throughput for t in base.trials]
             c = [t.output_throughput for t in cur.trials]
@@ -554,35 +532,52 @@ def compare_cases(base: CaseResult, cur: CaseResult,
 DETECT_POWER = 0.9
 
 
-def _power(runs: Sequence[CaseResult], cur: CaseResult, key: str, rule: MetricRule,
-           rules: CompareRules, between: float | None) -> dict[str, float | int | None]:
+def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
+                      rule: MetricRule, rules: CompareRules, *,
+                      fallback: Literal["median", "mean"]) -> tuple[Comparison, MetricDetail]:
+    """One metric on per-trial values: the kept baseline runs' trials pooled, the
+    interval widened by the spread between those runs, and what these trials can catch
+    (MetricDetail.detectable / trials_needed). Each run's values are computed once."""
+    statistic: Literal["median", "mean"] = (
+        rule.statistic if rule.statistic in ("median", "mean") else fallback)  # type: ignore[assignment]
+    base_runs = [per_trial(run, key) for run in runs]
+    b = [v for values in base_runs for v in values]
+    c = per_trial(cur, key)
+    between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else None
+    comparison = compare_samples(
+        rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
+        alpha=rules.alpha, statistic=statistic,
+        confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+        between_run_sd=between or 0.0, baseline_runs=len(runs),
+    )
+    detail = MetricDetail(key=key, unit=rule.unit, samples="trials",  # type: ignore[arg-type]
+                          baseline_spread=_spread(b), current_spread=_spread(c),
+                          baseline_runs=len(runs), between_run_spread=between,
+                          **_catchable(base_runs, c, rule, rules, between))
+    return comparison, detail
+
+
+#: The power the "catches ≥" figures are quoted at.
+DETECT_POWER = 0.9
+
+
+def _catchable(base_runs: list[list[float]], current: list[float], rule: MetricRule,
+               rules: CompareRules, between: float | None) -> dict[str, float | int | None]:
     """What these trials can catch (MetricDetail.detectable / trials_needed)."""
-    cur_vals = [v for v in per_trial(cur, key) if not math.isnan(v)]
+    cur_vals = [v for v in current if not math.isnan(v)]
     try:
-        cv_b = pooled_cv(per_trial(r, key) for r in runs)
+        cv_b = pooled_cv(base_runs)
         cv_c = cv(cur_vals)
     except ValueError:
         return {}
-    n_base = sum(len(per_trial(r, key)) for r in runs)
-    kw = dict(between_sd=between or 0.0, baseline_runs=len(runs), alpha=rules.alpha,
+    n_base = sum(len(values) for values in base_runs)
+    kw = dict(between_sd=between or 0.0, baseline_runs=len(base_runs), alpha=rules.alpha,
               power=DETECT_POWER, confidence=rules.confidence)
     return {
         "detectable": detectable_shift(cv_b, n_base, cv_c, len(cur_vals), **kw),  # type: ignore[arg-type]
         "trials_needed": (trials_for_shift(rule.min_effect, cv_b, n_base, cv_c, **kw)  # type: ignore[arg-type]
                           if rule.min_effect > 0 else None),
     }
-
-
-def _pooled(runs: Sequence[CaseResult], key: str) -> list[float]:
-    """Per-trial values of every kept baseline run, as one sample."""
-    return [v for run in runs for v in per_trial(run, key)]
-
-
-def _between(runs: Sequence[CaseResult], key: str,
-             statistic: Literal["median", "mean"]) -> float | None:
-    if len(runs) < 2:
-        return None
-    return between_run_spread((per_trial(run, key) for run in runs), statistic=statistic)
 
 
 def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
@@ -667,8 +662,8 @@ def compare_runs(
 
     ``history``: the baseline's kept earlier runs (:func:`specperf.baseline.load_history`,
     any order; a copy of the baseline itself is skipped). The newest ones of the same
-    hardware id and profile hash, whose case has the same server config, join the
-    baseline up to ``rules.baseline_runs`` runs per case (:func:`compare_cases`).
+    hardware id, profile hash and vLLM version, whose case has the same server config,
+    join the baseline up to ``rules.baseline_runs`` runs per case (:func:`compare_cases`).
 
     ``rules`` default to the ones the run recorded (``RunResult.compare_rules``: its
     profile's ``[compare]`` table), so an offline ``specperf compare`` judges a run as
@@ -785,19 +780,26 @@ def compare_runs(
     return result
 
 
-def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
-                  history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
-    """The case in the kept runs that may join the baseline: same hardware id, profile
-    hash, vLLM version and server config, not the baseline itself; newest first. (A run
-    kept before an accepted upgrade measured another engine: pooling it would count the
-    upgrade's shift as restart noise.)"""
+def kept_runs(baseline: RunResult | Baseline,
+              history: Sequence[RunResult | Baseline]) -> list[RunResult | Baseline]:
+    """The kept runs that may join the baseline: same hardware id, profile hash and vLLM
+    version, not the baseline itself; newest first. (A run kept before an accepted upgrade
+    measured another engine: pooling it would count the upgrade's shift as restart
+    noise.)"""
     bp = baseline.provenance
+    same = (bp.hardware_id, bp.profile_hash, bp.vllm_version)
+    return [kept for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True)
+            if kept.provenance != bp and (kept.provenance.hardware_id,
+                                          kept.provenance.profile_hash,
+                                          kept.provenance.vllm_version) == same]
+
+
+def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
+                 history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
+    """The case in the :func:`kept_runs` whose server config is the baseline case's;
+    newest first."""
     out = []
-    for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True):
-        kp = kept.provenance
-        if (kp == bp or kp.hardware_id != bp.hardware_id or kp.profile_hash != bp.profile_hash
-                or kp.vllm_version != bp.vllm_version):
-            continue
+    for kept in kept_runs(baseline, history):
         case = next((c for c in kept.cases if c.case == base.case), None)
         if (case is None or case.config_hash != base.config_hash or case.method != base.method
                 or case.num_speculative_tokens != base.num_speculative_tokens):

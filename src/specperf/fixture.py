@@ -220,12 +220,10 @@ class PerfSession:
             )
         self.baseline = base
         self.baseline_history = baseline_store.load_history(path)
-        # The ones the comparison may pool (compare.earlier_runs also matches each case's
-        # server config).
-        kept = sum(1 for h in self.baseline_history
-                   if h.provenance != bp and (h.provenance.hardware_id, h.provenance.profile_hash,
-                                              h.provenance.vllm_version)
-                   == (bp.hardware_id, bp.profile_hash, bp.vllm_version))
+        # The ones the comparison may pool (it also matches each case's server config).
+        from specperf.compare import kept_runs
+
+        kept = len(kept_runs(base, self.baseline_history))
         self.baseline_note = (
             f"baseline {path} (vLLM {bp.vllm_version}, {bp.date:%Y-%m-%d}, "
             f"commit {(bp.git_commit or '?')[:10]}; {kept} earlier kept run"

@@ -66,12 +66,19 @@ def default_inject_config(toml: dict[str, Any]) -> str:
     raise SystemExit("the profile has no speculative server config to inject into")
 
 
-def pytest_cmd(args: argparse.Namespace, run_dir: Path, repeats: int | None = None) -> list[str]:
+def pytest_cmd(args: argparse.Namespace, run_dir: Path, repeats: int | None = None,
+               nightly: bool = False) -> list[str]:
+    # --nightly: the A/A runs as a nightly job would, each against the baseline the run
+    # before it recorded (and its kept runs), confirming flags on a fresh server as it
+    # goes, then recorded itself (--perf-force: an A/A flag must not stop the chain).
+    baselines = (["--perf-baselines", str(args.out / "baselines"), "--perf-update-baselines",
+                  "--perf-force"] if nightly
+                 else ["--perf-baselines", str(args.out / "no-baselines")])
     return [
         sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
         "--perf-profile", str(args.profile), "--perf-run-dir", str(run_dir),
         "--perf-repeats", str(repeats or args.repeats),
-        "--perf-baselines", str(args.out / "no-baselines"),
+        *baselines,
         *(["--perf-models-cache", str(args.models_cache)] if args.models_cache else []),
         *args.pytest_args,
     ]
@@ -86,9 +93,9 @@ def show(cmd: list[str], env: dict[str, str]) -> str:
 
 
 def run_once(args: argparse.Namespace, name: str, env_extra: dict[str, str],
-             repeats: int | None = None) -> dict[str, Any]:
+             repeats: int | None = None, nightly: bool = False) -> dict[str, Any]:
     run_dir = args.out / name
-    cmd = pytest_cmd(args, run_dir, repeats)
+    cmd = pytest_cmd(args, run_dir, repeats, nightly)
     print(f"[{datetime.now():%H:%M:%S}] {name}: {show(cmd, env_extra)}", flush=True)
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_ADDOPTS", "SPECPERF_PROXY_DELAY_MS", "SPECPERF_PROXY_CONFIGS")}
@@ -419,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--run-timeout", type=float, default=3600.0)
     p.add_argument("--dry-run", action="store_true", help="only print the commands")
+    p.add_argument("--nightly", action="store_true",
+                   help="A/A runs gate live: each against the baseline the previous run "
+                        "recorded (with its kept runs), confirming flags on a fresh server, "
+                        "then recorded with --perf-update-baselines --perf-force")
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:
@@ -446,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         shape = fixed_shape()
         for name in aa_names:
-            print(show(pytest_cmd(args, args.out / name), {}))
+            print(show(pytest_cmd(args, args.out / name, nightly=args.nightly), {}))
         for size, name in inj_names:
             delay = f"{delay_ms_for(size, shape):.3f}" if shape else "<from reference>"
             print(show(pytest_cmd(args, args.out / name),
@@ -462,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                                "started": datetime.now().isoformat(timespec="seconds")}
     if args.analyse_only:
         return analyse_only(args, config, summary)
-    aa_runs = [run_once(args, name, {}) for name in aa_names]
+    aa_runs = [run_once(args, name, {}, nightly=args.nightly) for name in aa_names]
     if aa_runs:
         summary["aa_runs"] = aa_runs
         summary["aa"] = summarise_aa(aa_runs, args.kept, _keep())

@@ -22,6 +22,7 @@ from specperf.compare import (
     compare_runs,
     decide_with_retries,
     earlier_runs,
+    flagged_metrics,
     inconclusive_metrics,
     load_result,
 )
@@ -32,7 +33,7 @@ from specperf.report.synthetic import (
     scale_throughput,
     synthetic_run,
 )
-from specperf.schemas import Baseline, Case, RunResult
+from specperf.schemas import Baseline, Case, FreshServerConfirmation, RunResult
 from specperf.stats import Direction, Verdict, compare_samples
 
 REAL_RUN = Path(__file__).parent / "data" / "run-cpu-tiny.json"
@@ -215,6 +216,21 @@ def test_other_profile_is_refused(real: RunResult) -> None:
     cmp = compare_runs(real, other)
     assert cmp.exit_code == 2
     assert "profile differs" in cmp.refusals[0] and "--perf-update-baselines" in cmp.refusals[0]
+
+
+def test_other_prompts_are_refused_unknown_prompts_compare(real: RunResult) -> None:
+    def with_prompts(run: RunResult, digest: str | None) -> RunResult:
+        return run.model_copy(update={"provenance": run.provenance.model_copy(
+            update={"prompts_hash": digest})})
+
+    cmp = compare_runs(with_prompts(real, "a" * 16), with_prompts(real, "b" * 16))
+    assert cmp.exit_code == 2 and not cmp.cases
+    (msg,) = cmp.refusals
+    assert "prompts differ" in msg and "a" * 16 in msg and "b" * 16 in msg
+    assert "--perf-update-baselines" in msg
+    # A run file from before prompts were hashed (None) compares as before.
+    assert not compare_runs(with_prompts(real, "a" * 16), with_prompts(real, None)).refusals
+    assert not compare_runs(with_prompts(real, "a" * 16), with_prompts(real, "a" * 16)).refusals
 
 
 def test_force_compares_anyway(real: RunResult) -> None:
@@ -492,7 +508,13 @@ def test_kept_runs_of_other_hardware_profile_or_config_are_not_pooled() -> None:
         "provenance": other_profile.provenance.model_copy(update={"profile_hash": "0" * 16})})
     other_config = other_config.model_copy(update={"cases": [
         c.model_copy(update={"config_hash": "changed"}) for c in other_config.cases]})
-    kept = [other_hw, other_profile, other_config, other_vllm, ok, base]
+    # Another dataset's run is not pooled; a run from before prompts were hashed is.
+    base = base.model_copy(update={"provenance": base.provenance.model_copy(
+        update={"prompts_hash": "1" * 16})})
+    other_prompts = ok.model_copy(update={"provenance": ok.provenance.model_copy(
+        update={"prompts_hash": "2" * 16, "date": ok.provenance.date.replace(day=28)})})
+    assert ok.provenance.prompts_hash is None
+    kept = [other_hw, other_profile, other_config, other_vllm, ok, other_prompts, base]
     for case in base.cases:
         assert earlier_runs(case, base, kept) == [ok.case(case.case)]
     cmp = compare_runs(_kept_runs([1.0])[0], base, history=kept)
@@ -561,3 +583,74 @@ def test_cli_compare_pools_the_kept_history_beside_the_baseline(tmp_path: Path) 
     assert runs_pooled() == {3}
     assert runs_pooled("--no-history") == {1}
     assert runs_pooled("--history", str(sorted((path.parent / "history").rglob("*.json"))[0])) == {2}
+
+
+# --------------------------------------------------------------------------- fresh server
+
+
+def _two_starts(first: RunResult, second: RunResult) -> RunResult:
+    """One run whose every case was measured on two server starts: ``first``'s trials
+    (start 0), then ``second``'s (start 1)."""
+    cases = []
+    for a in first.cases:
+        b = second.case(a.case)
+        assert b is not None
+        trials = ([t.model_copy(update={"server_start": 0}) for t in a.trials]
+                  + [t.model_copy(update={"server_start": 1, "index": len(a.trials) + t.index})
+                     for t in b.trials])
+        cases.append(a.model_copy(update={"trials": trials}))
+    return first.model_copy(update={"cases": cases})
+
+
+def test_a_flag_from_one_server_start_is_cleared_by_a_fresh_one_a_real_shift_is_not() -> None:
+    *history, base = _kept_runs([1.0, 1.03, 0.97, 1.0])
+
+    def current(seed: int, factor: float) -> RunResult:
+        return scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+                                           requests=6, seed=seed), factor)
+
+    # One start 22 % slow (its own offset): flagged on its own trials ...
+    odd = current(99, 1.22)
+    alone = compare_runs(odd, base, history=history)
+    flagged = {cc.case.id: flagged_metrics(cc) for cc in alone.cases}
+    assert all("TPOT" in m for m in flagged.values())
+    # ... but the fresh start is back at the baseline: not confirmed, INCONCLUSIVE.
+    both = compare_runs(_two_starts(odd, current(98, 0.99)), base, history=history)
+    for cc in both.cases:
+        tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
+        assert tpot.verdict is not Verdict.REGRESSION
+        assert cc.details["TPOT"].current_server_starts == 2
+        assert tpot.n_current == 12
+        assert "not confirmed on a fresh server: start 1 regression" in tpot.reason
+    # A real 35 % slowdown shows on both starts and is confirmed.
+    real_shift = compare_runs(_two_starts(current(99, 1.35), current(98, 1.33)), base,
+                              history=history)
+    for cc in real_shift.cases:
+        tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
+        assert tpot.verdict is Verdict.REGRESSION
+        assert "confirmed on 2 server starts: start 1 regression" in tpot.reason
+
+
+def test_flagged_metrics_are_trial_latency_and_throughput_only(real: RunResult) -> None:
+    slow = scale_latency(real, 1.6)
+    cmp = compare_runs(slow, real, CompareRules(min_trials=2))
+    for cc in cmp.cases:
+        names = flagged_metrics(cc)
+        assert not any(n.startswith("acceptance") for n in names)
+        assert set(names) <= {m.metric for m in cc.comparisons
+                              if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)}
+    unchanged = compare_runs(real, real, CompareRules(min_trials=2))
+    assert all(flagged_metrics(cc) == [] for cc in unchanged.cases)
+
+
+def test_confirmation_is_a_note_of_the_case_comparison(real: RunResult) -> None:
+    rec = FreshServerConfirmation(triggered_by=["TPOT", "E2E"], first_trials=5, trials=10,
+                                  outcome={"TPOT": "regression", "E2E": "inconclusive"})
+    assert rec.confirmed == ["TPOT"]
+    assert rec.summary_line() == ("TPOT, E2E flagged: measured again on a fresh server "
+                                  "(5 + 5 trials): TPOT confirmed regression, E2E now "
+                                  "inconclusive")
+    case = real.cases[0].model_copy(update={"confirmation": rec})
+    cc = compare_cases(real.cases[0], case)
+    assert f"current run: {rec.summary_line()}" in cc.notes
+    assert "confirmation" not in real.cases[0].model_dump_json()  # absent: files as before

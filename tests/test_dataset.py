@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specperf import fetch
-from specperf.dataset import DatasetError, load_prompts, sharegpt_prompts
+from specperf.dataset import DatasetError, load_prompts, prompts_digest, sharegpt_prompts
 from specperf.profile import ShareGPTWorkload, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +70,24 @@ def test_loader_reads_tiny_file() -> None:
     assert sharegpt_prompts(ShareGPTWorkload(num_prompts=10), TINY) == prompts[:10]
     short = sharegpt_prompts(ShareGPTWorkload(num_prompts=1000, max_input_chars=200), TINY)
     assert 0 < len(short) < 64 and all(len(p) <= 200 for p in short)
+
+
+def test_prompts_digest_follows_text_and_order_not_the_path(tmp_path: Path) -> None:
+    w = ShareGPTWorkload(kind="sharegpt", num_prompts=8, seed=0)
+    prompts = sharegpt_prompts(w, TINY)
+    copy = tmp_path / "elsewhere.json"
+    copy.write_bytes(TINY.read_bytes())
+    assert prompts_digest(sharegpt_prompts(w, copy)) == prompts_digest(prompts)
+    assert prompts_digest(prompts[::-1]) != prompts_digest(prompts)
+    edited = json.loads(TINY.read_text())
+    first = next(item["conversations"][0] for item in edited
+                 if item.get("conversations") and item["conversations"][0]["value"].strip())
+    first["value"] += " (edited)"
+    copy.write_text(json.dumps(edited))
+    everything = ShareGPTWorkload(kind="sharegpt", num_prompts=1000, seed=0)
+    assert (prompts_digest(sharegpt_prompts(everything, copy))
+            != prompts_digest(sharegpt_prompts(everything, TINY)))
+    assert len(prompts_digest(prompts)) == 16
 
 
 def test_profile_path_relative_to_profile_file(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from specperf.report.console import (
     want_color,
 )
 from specperf.report.synthetic import scale_latency, synthetic_run
-from specperf.schemas import Baseline, InconclusiveRetry, RunResult
+from specperf.schemas import Baseline, FreshServerConfirmation, InconclusiveRetry, RunResult
 
 REAL_RUN = Path(__file__).parent / "data" / "run-cpu-tiny.json"
 ANSI = re.compile(r"\x1b\[")
@@ -156,3 +156,14 @@ def test_retried_case_gets_a_line(real: RunResult) -> None:
     assert (f"retried {first.case.id}: 1 → 3 trials (cap 3) for INCONCLUSIVE TPOT, E2E: TPOT "
             "now unchanged, E2E still inconclusive") in text
     assert "retried" not in render_run(real, width=120, color=False)
+
+
+def test_confirmed_case_gets_a_line(real: RunResult) -> None:
+    rec = FreshServerConfirmation(triggered_by=["TPOT"], first_trials=5, trials=10,
+                                  outcome={"TPOT": "inconclusive"})
+    first = real.cases[0].model_copy(update={"confirmation": rec})
+    run = real.model_copy(update={"cases": [first, *real.cases[1:]]})
+    text = render_run(run, width=120, color=False)
+    assert (f"{first.case.id}: TPOT flagged: measured again on a fresh server (5 + 5 "
+            "trials): TPOT now inconclusive") in text
+    assert "fresh server" not in render_run(real, width=120, color=False)

@@ -396,6 +396,21 @@ def test_between_run_spread_needs_two_runs_with_two_values() -> None:
     assert between_run_spread([[1.0, 1.1], [1.2, float("nan"), 1.3]]) is not None
 
 
+def test_more_current_server_starts_narrow_the_between_run_term() -> None:
+    base = lognormal(1, 10, cv=0.03, centre=100.0)
+    cur = lognormal(2, 10, cv=0.03, centre=112.0)
+
+    def width(current_runs: int) -> float:
+        c = compare_samples("TPOT", base, cur, direction=LOWER, min_effect=0.05,
+                            between_run_sd=0.06, baseline_runs=4, current_runs=current_runs)
+        assert ("averaged over this run's 2 server starts" in c.reason) is (current_runs == 2)
+        return math.log(c.ci_high / c.ci_low)
+
+    assert width(2) < width(1)  # two starts average their offsets
+    with pytest.raises(ValueError, match="current_runs"):
+        compare_samples("TPOT", base, cur, direction=LOWER, min_effect=0.05, current_runs=0)
+
+
 def test_widen_ci_adds_in_log_quadrature() -> None:
     lo, hi = widen_ci(1.2, (1.1, 1.3), 0.0, 0.95)
     assert (lo, hi) == pytest.approx((1.1, 1.3))

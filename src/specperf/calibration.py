@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from dataclasses import dataclass, field
 
 from aiohttp import web
+
+from specperf.loopback import LoopbackApp
 
 
 @dataclass
@@ -70,35 +71,10 @@ def make_app(cfg: CalibrationConfig, stats: CalibrationStats) -> web.Application
     return app
 
 
-class CalibrationServer:
+class CalibrationServer(LoopbackApp):
     """Runs the app on 127.0.0.1 in a background thread (context manager)."""
 
     def __init__(self, cfg: CalibrationConfig | None = None) -> None:
         self.cfg = cfg or CalibrationConfig()
         self.stats = CalibrationStats()
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(make_app(self.cfg, self.stats), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    def __enter__(self) -> CalibrationServer:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        super().__init__(make_app(self.cfg, self.stats), name="specperf-calibration")

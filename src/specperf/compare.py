@@ -63,6 +63,14 @@ reports what its samples can catch (``MetricDetail.detectable``, 90 % power) and
 current-run trials that would catch its minimum effect (``trials_needed``); when some
 cannot see their minimum effect, the comparison says so in a note.
 
+Fresh-server confirmation
+-------------------------
+A case whose trials came from more than one start of its server (``Trial.server_start``:
+the plugin measures a flagged case again on a fresh server, ``[compare]
+confirm_on_fresh_server``) is decided by :func:`replicated`: a REGRESSION or IMPROVEMENT
+stands only when every start, compared alone with the baseline, shows it; otherwise the
+metric is INCONCLUSIVE. :func:`flagged_metrics` names what a fresh start can confirm.
+
 Rules
 -----
 :class:`CompareRules` (defined in :mod:`specperf.schemas`, re-exported here) holds every
@@ -78,11 +86,11 @@ note naming the side and the load; its verdicts are left as the numbers say.
 
 Comparability (refusals)
 ------------------------
-A different ``provenance.hardware_id`` or ``provenance.profile_hash`` makes every number
-incomparable, so the comparison is *refused* (no verdicts, exit 2) with a message that
-says how to record a new baseline. A case whose server config changed (its
-``config_hash``, speculative method or k) is refused the same way. ``force=True`` turns
-refusals into notes and compares anyway.
+A different ``provenance.hardware_id``, ``provenance.profile_hash`` or (where both sides
+know it) ``provenance.prompts_hash`` makes every number incomparable, so the comparison
+is *refused* (no verdicts, exit 2) with a message that says how to record a new baseline.
+A case whose server config changed (its ``config_hash``, speculative method or k) is
+refused the same way. ``force=True`` turns refusals into notes and compares anyway.
 """
 
 from __future__ import annotations
@@ -139,8 +147,10 @@ __all__ = [
     "compare_runs",
     "decide_with_retries",
     "earlier_runs",
+    "flagged_metrics",
     "kept_runs",
     "inconclusive_metrics",
+    "replicated",
     "load_result",
 ]
 
@@ -176,6 +186,9 @@ class MetricDetail(_Model):
     )
     current_spread: float | None = None
     baseline_runs: int = Field(1, description="kept baseline runs whose trials were pooled")
+    current_server_starts: int = Field(
+        1, description="server starts the current trials came from (2 after a fresh-server "
+                       "confirmation)")
     between_run_spread: float | None = Field(
         None, description="server-lifetime noise (log-scale SD) seen over those runs and "
                           "included in the interval; None with one run")
@@ -521,6 +534,8 @@ def compare_cases(base: CaseResult, cur: CaseResult,
     rule = rules.rule("acceptance_rate")
     if rule.enabled:
         _compare_acceptance(base, cur, rule, rules, out, add)
+    if cur.confirmation is not None:
+        out.notes.append(f"current run: {cur.confirmation.summary_line()}")
     # Said, never acted on: the verdicts stay what the numbers say.
     busy = comparison_note(base.trials, cur.trials)
     if busy:
@@ -531,34 +546,63 @@ def compare_cases(base: CaseResult, cur: CaseResult,
 #: The power the "catches ≥" figures are quoted at.
 DETECT_POWER = 0.9
 
+_FLAGS = (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+
+
+def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
+    """The verdict of a case measured on several server starts (a fresh-server
+    confirmation): a flag stands only when every start, compared alone with the baseline,
+    shows it. One start's own offset (4.6-8.6 % here) then cannot pass for a change of vLLM,
+    while a real change shows on every start. The ratio and interval shown are the pooled
+    trials'; when the starts disagree and the pooled trials would flag, the verdict is
+    INCONCLUSIVE, and a flag no start showed alone is not raised either."""
+    verdicts = [s.verdict for s in starts]
+    each = ", ".join(f"start {i + 1} {s.verdict.value} ({s.ratio:.3f})"
+                     for i, s in enumerate(starts))
+    if verdicts[0] in _FLAGS and all(v is verdicts[0] for v in verdicts):
+        verdict, why = verdicts[0], f"confirmed on {len(starts)} server starts: {each}"
+    elif pooled.verdict in _FLAGS or any(v in _FLAGS for v in verdicts):
+        verdict, why = Verdict.INCONCLUSIVE, f"not confirmed on a fresh server: {each}"
+    else:
+        verdict, why = pooled.verdict, f"server starts: {each}"
+    return pooled.model_copy(update={"verdict": verdict,
+                                     "reason": pooled.reason.rstrip(".") + f"; {why}."})
+
 
 def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
                       rule: MetricRule, rules: CompareRules, *,
                       fallback: Literal["median", "mean"]) -> tuple[Comparison, MetricDetail]:
     """One metric on per-trial values: the kept baseline runs' trials pooled, the
     interval widened by the spread between those runs, and what these trials can catch
-    (MetricDetail.detectable / trials_needed). Each run's values are computed once."""
+    (MetricDetail.detectable / trials_needed). Each run's values are computed once. A
+    case measured on more than one server start is decided by :func:`replicated`."""
     statistic: Literal["median", "mean"] = (
         rule.statistic if rule.statistic in ("median", "mean") else fallback)  # type: ignore[assignment]
     base_runs = [per_trial(run, key) for run in runs]
     b = [v for values in base_runs for v in values]
     c = per_trial(cur, key)
     between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else None
-    comparison = compare_samples(
-        rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
-        alpha=rules.alpha, statistic=statistic,
-        confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-        between_run_sd=between or 0.0, baseline_runs=len(runs),
-    )
+    starts = [t.server_start or 0 for t in cur.trials]
+    cur_runs = [[v for v, s in zip(c, starts, strict=True) if s == start]
+                for start in sorted(set(starts))]
+
+    def compare(current: list[float], current_runs: int) -> Comparison:
+        return compare_samples(
+            rule.name, b, current, direction=rule.direction, min_effect=rule.min_effect,
+            alpha=rules.alpha, statistic=statistic,
+            confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+            between_run_sd=between or 0.0, baseline_runs=len(runs), current_runs=current_runs,
+        )
+
+    comparison = compare(c, len(cur_runs))
+    if len(cur_runs) > 1:
+        comparison = replicated(comparison, [compare(run, 1) for run in cur_runs])
     detail = MetricDetail(key=key, unit=rule.unit, samples="trials",  # type: ignore[arg-type]
                           baseline_spread=_spread(b), current_spread=_spread(c),
-                          baseline_runs=len(runs), between_run_spread=between,
+                          baseline_runs=len(runs), current_server_starts=len(cur_runs),
+                          between_run_spread=between,
                           **_catchable(base_runs, c, rule, rules, between))
     return comparison, detail
-
-
-#: The power the "catches ≥" figures are quoted at.
-DETECT_POWER = 0.9
 
 
 def _catchable(base_runs: list[list[float]], current: list[float], rule: MetricRule,
@@ -628,6 +672,12 @@ def _provenance_refusals(run: Provenance, base: Provenance) -> list[str]:
             f"the profile differs: {names} hash to {base.profile_hash} (baseline) and "
             f"{run.profile_hash} (run), so the two measured different things (matrix, workload, "
             f"sampling or server arguments) — {hint}"
+        )
+    if run.prompts_hash and base.prompts_hash and run.prompts_hash != base.prompts_hash:
+        out.append(
+            f"the prompts differ: the baseline sent prompts hashing to {base.prompts_hash}, "
+            f"the run {run.prompts_hash} (a changed dataset file, another --perf-dataset, or "
+            f"synthetic prompts made differently) — {hint}"
         )
     return out
 
@@ -789,9 +839,15 @@ def kept_runs(baseline: RunResult | Baseline,
     bp = baseline.provenance
     same = (bp.hardware_id, bp.profile_hash, bp.vllm_version)
     return [kept for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True)
-            if kept.provenance != bp and (kept.provenance.hardware_id,
-                                          kept.provenance.profile_hash,
-                                          kept.provenance.vllm_version) == same]
+            if kept.provenance != bp
+            and (kept.provenance.hardware_id, kept.provenance.profile_hash,
+                 kept.provenance.vllm_version) == same
+            and _same_prompts(kept.provenance, bp)]
+
+
+def _same_prompts(a: Provenance, b: Provenance) -> bool:
+    """Unknown (a run file from before prompts were hashed) matches anything."""
+    return a.prompts_hash is None or b.prompts_hash is None or a.prompts_hash == b.prompts_hash
 
 
 def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
@@ -832,6 +888,15 @@ def inconclusive_metrics(cc: CaseComparison) -> list[str]:
                                                   not in ("summary", "counters")):
             out.append(m.metric)
     return out
+
+
+def flagged_metrics(cc: CaseComparison) -> list[str]:
+    """The metrics of a case a fresh server start can confirm or clear: REGRESSION or
+    IMPROVEMENT on per-trial samples. Acceptance (counters, exactly repeatable) and
+    summary-only comparisons are left out: another server start would not change them."""
+    return [m.metric for m in cc.comparisons
+            if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+            and (d := cc.detail(m)) is not None and d.samples == "trials"]
 
 
 def decide_with_retries(

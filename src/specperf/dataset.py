@@ -6,6 +6,7 @@ like; at temperature 0 the acceptance counters are then exactly repeatable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -54,6 +55,15 @@ def sharegpt_prompts(workload: ShareGPTWorkload, path: Path) -> list[str]:
     rng = random.Random(workload.seed)
     rng.shuffle(prompts)
     return prompts[: workload.num_prompts]
+
+
+def prompts_digest(prompts: list[str]) -> str:
+    """A short hash of the prompts a run sends, in order. The profile hash covers the
+    workload's settings, not the text: an edited or regenerated dataset file, another
+    ``--perf-dataset`` or a change in how synthetic prompts are made would otherwise
+    compare with a baseline that measured other prompts."""
+    blob = json.dumps(prompts, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def load_prompts(profile: Profile, dataset_override: str | None = None) -> list[str]:

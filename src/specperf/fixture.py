@@ -21,7 +21,7 @@ import pytest
 
 from specperf import baseline as baseline_store
 from specperf import contention, gate
-from specperf.dataset import load_prompts
+from specperf.dataset import DatasetError, load_prompts, prompts_digest
 from specperf.load import run_load
 from specperf.measure import case_result, make_trial
 from specperf.profile import TINY_PREFIX, Profile, ServerConfig, load_profile
@@ -30,6 +30,7 @@ from specperf.schemas import (
     Baseline,
     Case,
     CaseResult,
+    FreshServerConfirmation,
     GateCheck,
     InconclusiveRetry,
     Provenance,
@@ -98,6 +99,8 @@ class PerfSession:
     paired: dict[Case, CaseResult] = field(default_factory=dict)
     paired_errors: dict[Case, str] = field(default_factory=dict)
     proxies: dict[str, Any] = field(default_factory=dict)
+    #: How many times each config's server has been started (2 after a confirmation).
+    server_starts: dict[str, int] = field(default_factory=dict)
     measure_errors: dict[Case, str] = field(default_factory=dict)
     checks: list[GateCheck] = field(default_factory=list)
     baseline: Baseline | None = None
@@ -232,9 +235,13 @@ class PerfSession:
 
     def get_provenance(self) -> Provenance:
         if self.provenance is None:
-            self.provenance = baseline_store.collect_provenance(
-                self.profile, cwd=self.options.rootdir
-            )
+            prov = baseline_store.collect_provenance(self.profile, cwd=self.options.rootdir)
+            try:
+                digest: str | None = prompts_digest(self.prompts())
+            except DatasetError:
+                # A missing dataset fails each case with its own message when it runs.
+                digest = None
+            self.provenance = prov.model_copy(update={"prompts_hash": digest})
         return self.provenance
 
     def baseline_case(self, case: Case) -> CaseResult | None:
@@ -250,6 +257,9 @@ class PerfSession:
         stored = self.baseline.case(case)
         if stored is None:
             return None
+        prompts = self.prompts_mismatch()
+        if prompts is not None:
+            return f"case {case.id}: {prompts}"
         want = self.profile.config_hash(self.profile.config(case.config_id))
         if stored.config_hash == want:
             return None
@@ -258,6 +268,22 @@ class PerfSession:
             f"config hash {stored.config_hash}, this profile's {case.config_id!r} now hashes to "
             f"{want} (its model, arguments, workload or sampling changed), so comparing would "
             "mislead — record a new baseline with --perf-update-baselines"
+        )
+
+    def prompts_mismatch(self) -> str | None:
+        """Why no case compares when the baseline sent other prompts (its dataset file
+        changed, another --perf-dataset, or synthetic prompts made differently)."""
+        if self.baseline is None:
+            return None
+        was, now = self.baseline.provenance.prompts_hash, self.get_provenance().prompts_hash
+        if was is None or now is None or was == now:
+            return None
+        return (
+            f"the baseline in {self.baseline_path} sent prompts hashing to {was}, this run's "
+            f"hash to {now} (the dataset file changed, --perf-dataset / SPECPERF_SHAREGPT "
+            "points elsewhere, or synthetic prompts are made differently), so comparing "
+            "would mislead — use the baseline's dataset, or record a new baseline with "
+            "--perf-update-baselines"
         )
 
     def no_baseline_reason(self, case: Case) -> str:
@@ -296,7 +322,10 @@ class PerfSession:
             return server
         cfg = self.profile.config(config_id)
         p = self.profile
-        log_path = self.options.run_dir / "servers" / f"{config_id}.log"
+        # A fresh start (confirmation) keeps the first start's log beside its own.
+        start = self.server_starts.get(config_id, 0)
+        log_path = (self.options.run_dir / "servers"
+                    / (f"{config_id}.log" if start == 0 else f"{config_id}.start{start + 1}.log"))
         if importlib.util.find_spec("vllm") is None:
             exc = ServerError(
                 config_id,
@@ -349,6 +378,7 @@ class PerfSession:
             self._record_server_error(config_id, exc)
             raise
         self.servers[config_id] = server
+        self.server_starts[config_id] = start + 1
         self.server_records[config_id] = self.server_records[config_id].model_copy(
             update={"startup_s": server.startup_s, "vllm_version": server.version}
         )
@@ -486,7 +516,8 @@ class PerfSession:
 
         With --perf-retry-inconclusive, the cases are then compared with the baseline
         while the server is still up, and an INCONCLUSIVE one gets more trials
-        (:meth:`_retry_inconclusive`).
+        (:meth:`_retry_inconclusive`). A case still flagged against the baseline is then
+        measured again on a fresh start of the server (:meth:`_confirm_on_fresh_server`).
         """
         if case in self.results:
             return self.results[case]
@@ -512,12 +543,15 @@ class PerfSession:
                                    self.repeats * (2 if c in ptrials else 1),
                                    self.profile.load.requests_at(c))
         current = case
+        # The server trials go to, and which start of it (None: the only one so far);
+        # a fresh-server confirmation replaces both.
+        live: dict[str, Any] = {"server": server, "start": None}
 
         def one_trial(c: int, warmup: bool) -> None:
             nonlocal current
             current = Case(config_id=cfg.id, concurrency=c)
             index = len(trials[c])
-            if index >= self.repeats:  # an extra trial (--perf-retry-inconclusive)
+            if index >= self.repeats:  # an extra trial (retry or confirmation)
                 self.view.case_more_trials(current, 2 if c in ptrials else 1)
             if c in ptrials and nospec_server is not None:
                 try:
@@ -526,15 +560,32 @@ class PerfSession:
                 except Exception as exc:  # noqa: BLE001 - fails only the pairing
                     self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
                     ptrials.pop(c)
-            trials[c].append(self._trial(server, c, index, warmup=warmup))
+            trial = self._trial(live["server"], c, index, warmup=warmup)
+            if live["start"] is not None:
+                trial = trial.model_copy(update={"server_start": live["start"]})
+            trials[c].append(trial)
+
+        def restart(flagged: list[int]) -> None:
+            for c in flagged:
+                trials[c] = [t.model_copy(update={"server_start": 0}) for t in trials[c]]
+            first = self.server_records.get(cfg.id)
+            self.stop_server(cfg.id)
+            if first is not None:  # the run file keeps both starts' records
+                self.server_records[f"{cfg.id}@start1"] = first
+            live["server"] = self.server_for(cfg.id)
+            live["start"] = 1
 
         retries: dict[int, InconclusiveRetry] = {}
+        confirmations: dict[int, FreshServerConfirmation] = {}
         try:
             for r in range(self.repeats):
                 for c in concs:
                     one_trial(c, warmup=r == 0)
             retries = self._retry_inconclusive(cfg, concs, trials, server.version, one_trial)
+            confirmations = self._confirm_on_fresh_server(cfg, concs, trials, server.version,
+                                                          restart, one_trial)
         except Exception as exc:  # noqa: BLE001 - reported as the cases' failure
+            server = live["server"]
             try:
                 server.check_alive()
                 msg = f"case {current.id}: measuring failed: {type(exc).__name__}: {exc}"
@@ -551,6 +602,8 @@ class PerfSession:
             result = case_result(cc, cfg, trials[c], server.version, p.config_hash(cfg))
             if c in retries:
                 result = result.model_copy(update={"retry": retries[c]})
+            if c in confirmations:
+                result = result.model_copy(update={"confirmation": confirmations[c]})
             self.results[cc] = result
             self._report(result)
             if c in ptrials and nospec_id is not None and nospec_server is not None:
@@ -572,19 +625,10 @@ class PerfSession:
         if cap is None or self.baseline is None:
             return {}
         # Here, not at module level: scipy loads only for runs that compare as they go.
-        from specperf.compare import compare_cases, decide_with_retries, earlier_runs
-
-        p = self.profile
-        bases = {c: b for c in concs
-                 if (b := self.baseline_case(Case(config_id=cfg.id, concurrency=c))) is not None}
+        from specperf.compare import decide_with_retries
 
         def compare(c: int) -> CaseComparison | None:
-            if c not in bases:
-                return None
-            cur = case_result(Case(config_id=cfg.id, concurrency=c), cfg, trials[c],
-                              vllm_version, p.config_hash(cfg))
-            earlier = earlier_runs(bases[c], self.baseline, self.baseline_history)  # type: ignore[arg-type]
-            return compare_cases(bases[c], cur, p.compare, earlier=earlier)
+            return self._compare_now(cfg, c, trials[c], vllm_version)
 
         def run_more(todo: dict[int, int]) -> None:
             ids = ", ".join(f"{cfg.id}-c{c} +{n}" for c, n in todo.items())
@@ -598,6 +642,73 @@ class PerfSession:
         for c, rec in retries.items():
             self.say(f"specperf: {cfg.id}-c{c}: {rec.summary_line()}")
         return retries
+
+    def _compare_now(self, cfg: ServerConfig, c: int, trials: list[Trial],
+                     vllm_version: str | None) -> CaseComparison | None:
+        """This config's case at concurrency ``c``, as measured so far, against the
+        baseline and its kept runs; None without a comparable baseline case."""
+        base = self.baseline_case(Case(config_id=cfg.id, concurrency=c))
+        if base is None or self.baseline is None:
+            return None
+        from specperf.compare import compare_cases, earlier_runs
+
+        p = self.profile
+        cur = case_result(Case(config_id=cfg.id, concurrency=c), cfg, trials, vllm_version,
+                          p.config_hash(cfg))
+        earlier = earlier_runs(base, self.baseline, self.baseline_history)
+        return compare_cases(base, cur, p.compare, earlier=earlier)
+
+    def _confirm_on_fresh_server(
+        self, cfg: ServerConfig, concs: list[int], trials: dict[int, list[Trial]],
+        vllm_version: str | None, restart: Callable[[list[int]], None],
+        one_trial: Callable[[int, bool], None],
+    ) -> dict[int, FreshServerConfirmation]:
+        """``[compare] confirm_on_fresh_server``: a case whose latency or throughput is
+        flagged against the baseline is measured again, as many trials as it had, on a
+        fresh start of its server. Each start of a vLLM server has its own offset
+        (measured here: run centres spread 4.6-8.6 %, of which sampling explains about
+        3 %), so one start cannot tell its offset from a change of vLLM;
+        a flag stands only if the fresh start shows it too (compare.replicated). Costs a
+        server start only when something is flagged."""
+        if not self.profile.compare.confirm_on_fresh_server or self.baseline is None:
+            return {}
+        from specperf.compare import flagged_metrics
+
+        flagged: dict[int, list[str]] = {}
+        for c in concs:
+            cc = self._compare_now(cfg, c, trials[c], vllm_version)
+            if cc is not None and (metrics := flagged_metrics(cc)):
+                flagged[c] = metrics
+        if not flagged:
+            return {}
+        first = {c: len(trials[c]) for c in flagged}
+        ids = "; ".join(f"{cfg.id}-c{c} {', '.join(m)}" for c, m in flagged.items())
+        self.say(f"specperf: flagged against the baseline ({ids}): measuring again on a "
+                 "fresh vLLM server before deciding")
+        try:
+            restart(sorted(flagged))
+        except ServerError as exc:
+            # The first start's measurement stands; the case says it is unconfirmed.
+            self.server_errors.pop(cfg.id, None)
+            note = f"not confirmed: the fresh server did not start ({exc.cause})"
+            self.say(f"specperf: {cfg.id}: {note}")
+            return {c: FreshServerConfirmation(triggered_by=m, first_trials=first[c],
+                                               trials=first[c], note=note)
+                    for c, m in flagged.items()}
+        # As many trials as the first start had, so each start weighs the same.
+        for r in range(max(first.values())):
+            for c in sorted(flagged):
+                if r < first[c]:
+                    one_trial(c, r == 0)
+        out = {}
+        for c, metrics in flagged.items():
+            cc = self._compare_now(cfg, c, trials[c], vllm_version)
+            verdicts = {m.metric: m.verdict.value for m in cc.comparisons} if cc else {}
+            out[c] = FreshServerConfirmation(
+                triggered_by=metrics, first_trials=first[c], trials=len(trials[c]),
+                outcome={m: verdicts.get(m, "inconclusive") for m in metrics})
+            self.say(f"specperf: {cfg.id}-c{c}: {out[c].summary_line()}")
+        return out
 
     def _report(self, result: CaseResult) -> None:
         acc = result.acceptance
@@ -699,6 +810,7 @@ class PerfSession:
         cases = {c.case: c for c in (self.baseline.cases if self.baseline else [])}
         if self.baseline is not None and (
             self.baseline.provenance.profile_hash != run.provenance.profile_hash
+            or self.prompts_mismatch() is not None
         ):
             cases = {}
         for c in run.cases:

@@ -52,6 +52,7 @@ def merge_runs(runs: list[RunResult], names: Sequence[str] | None = None) -> Run
         ("schema_version", lambda r: r.schema_version),
         ("provenance.profile_name", lambda r: r.provenance.profile_name),
         ("provenance.profile_hash", lambda r: r.provenance.profile_hash),
+        ("provenance.prompts_hash", lambda r: r.provenance.prompts_hash),
         ("provenance.hardware_id", lambda r: r.provenance.hardware_id),
         ("provenance.vllm_version", lambda r: r.provenance.vllm_version),
         # Not in the profile hash (rules change no measurement), but the merged run

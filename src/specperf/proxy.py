@@ -38,12 +38,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import threading
 import time
 from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
+
+from specperf.loopback import LoopbackApp
 
 __all__ = ["DelayProxy", "ProxyStats", "delay_for_tpot", "expected_tpot_rise", "main", "make_app"]
 
@@ -190,55 +191,19 @@ async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
         await asyncio.gather(task, return_exceptions=True)
 
 
-class DelayProxy:
+class DelayProxy(LoopbackApp):
     """Runs the proxy on 127.0.0.1 in a background thread (context manager).
 
     ``port=0`` picks a free port; ``base_url`` is where clients point instead of the
     target. ``stats`` counts requests, streams, events and delayed text chunks.
     """
 
-    def __init__(self, target: str, delay_s: float, port: int = 0,
-                 host: str = "127.0.0.1") -> None:
+    def __init__(self, target: str, delay_s: float, port: int = 0) -> None:
         self.target = target.rstrip("/")
         self.delay_s = delay_s
-        self.host = host
-        self.port = port
         self.stats = ProxyStats()
-        self._app = make_app(self.target, delay_s, self.stats)
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name="specperf-delay-proxy")
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(self._app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    def start(self) -> DelayProxy:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
-        return self
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
-            self._runner = None
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> DelayProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(make_app(self.target, delay_s, self.stats), port=port,
+                         name="specperf-delay-proxy")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -164,6 +164,14 @@ class Trial(_Model):
     contended: bool = Field(
         False, description="still above load.max_outside_cores after load.contended_retries "
                            "re-measurements; kept, and flagged in reports and compare")
+    server_start: int | None = Field(
+        None, description="which start of its server measured it when the case was measured "
+                          "on more than one (fresh-server confirmation): 0 the first, 1 the "
+                          "fresh one; None = the only one")
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("server_start",))
 
 
 class InconclusiveRetry(_Model):
@@ -196,6 +204,37 @@ class InconclusiveRetry(_Model):
             for m, v in self.outcome.items())
 
 
+class FreshServerConfirmation(_Model):
+    """What the fresh-server confirmation did to one case: a latency or throughput metric
+    was flagged (REGRESSION or IMPROVEMENT) against the baseline, so the case's server was
+    started again and the case measured on it too; its verdicts are then on both server
+    starts together, with the spread between them in the interval."""
+
+    triggered_by: list[str] = Field(description="metrics flagged after the first server start")
+    first_trials: int = Field(description="trials on the first server start")
+    trials: int = Field(description="trials on both (also len(trials))")
+    outcome: dict[str, str] = Field(
+        default_factory=dict, description="per triggering metric: its verdict on both starts")
+    note: str | None = Field(None, description="why it could not be done, if it could not")
+
+    @property
+    def confirmed(self) -> list[str]:
+        return [m for m, v in self.outcome.items() if v in ("regression", "improvement")]
+
+    def summary_line(self) -> str:
+        """'TPOT, E2E flagged: measured again on a fresh server (5 + 5 trials): TPOT
+        confirmed regression, E2E now inconclusive'."""
+        head = (f"{', '.join(self.triggered_by)} flagged: measured again on a fresh server "
+                f"({self.first_trials} + {self.trials - self.first_trials} trials)")
+        if self.note:
+            return head + f": {self.note}"
+        if not self.outcome:
+            return head
+        return head + ": " + ", ".join(
+            f"{m} {'confirmed ' + v if v in ('regression', 'improvement') else 'now ' + v}"
+            for m, v in self.outcome.items())
+
+
 class CaseResult(_Model):
     case: Case
     config_hash: str | None = Field(None, description="Profile.config_hash of its server config")
@@ -217,10 +256,17 @@ class CaseResult(_Model):
     retry: InconclusiveRetry | None = Field(
         None, description="set when --perf-retry-inconclusive added trials to this case"
     )
+    confirmation: FreshServerConfirmation | None = Field(
+        None, description="set when a flag was measured again on a fresh server "
+                          "([compare] confirm_on_fresh_server)")
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("retry",))
+        return _without_unset(self, handler, ("retry", "confirmation"))
+
+    def server_starts(self) -> int:
+        """How many starts of its server measured this case (1 unless confirmed)."""
+        return len({t.server_start or 0 for t in self.trials}) or 1
 
     @property
     def error_rate(self) -> float:
@@ -345,6 +391,14 @@ class CompareRules(_Model):
                     "centres is the between-run noise the interval includes; 1 = the "
                     "baseline file alone",
     )
+    confirm_on_fresh_server: bool = Field(
+        True,
+        description="when a case's latency or throughput is flagged against the baseline, "
+                    "start its server again and measure the case on the fresh one too; the "
+                    "flag stands only if the fresh start shows it as well, so one server "
+                    "start's own offset (4.6-8.6 % on a 2-core CPU) is not mistaken for a "
+                    "change of vLLM",
+    )
     budget_tolerance: dict[MetricKey, float] = Field(
         default_factory=lambda: dict(DEFAULT_BUDGETS),
         description="relative budget of the no-interval rule: throughput with fewer than "
@@ -427,9 +481,19 @@ class Provenance(_Model):
     git_commit: str | None = None
     profile_name: str
     profile_hash: str
+    # Additive: run files from before it load with None (unknown), which compares with
+    # anything.
+    prompts_hash: str | None = Field(
+        None, description="hash of the prompts the run sent, in order (specperf.dataset."
+                          "prompts_digest): the dataset's content, which the profile hash "
+                          "does not cover")
     provisional: str | None = Field(
         None, description="set when not measured by this suite, e.g. 'published measurement'"
     )
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("prompts_hash",))
 
 
 class ServerRecord(_Model):

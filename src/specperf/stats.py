@@ -161,6 +161,7 @@ def compare_samples(
     min_samples: int = 5,
     between_run_sd: float = 0.0,
     baseline_runs: int = 1,
+    current_runs: int = 1,
 ) -> Comparison:
     """Compare per-run values of one metric (one value per trial) with the verdict rule.
 
@@ -175,11 +176,14 @@ def compare_samples(
     plus that of the mean of ``baseline_runs`` baseline runs), added in quadrature; ``t``
     is Student's quantile with ``baseline_runs - 1`` degrees of freedom, because the
     spread comes from that few run centres (the prediction interval of one more run).
+    When the current side spans ``current_runs`` server starts (a flag measured again on
+    a fresh server), their offsets average too: ``sqrt(1/current_runs + 1/baseline_runs)``.
     """
     if between_run_sd < 0 or not math.isfinite(between_run_sd):
         raise ValueError(f"between_run_sd must be finite and >= 0, got {between_run_sd}")
-    if baseline_runs < 1:
-        raise ValueError(f"baseline_runs must be >= 1, got {baseline_runs}")
+    if baseline_runs < 1 or current_runs < 1:
+        raise ValueError(f"baseline_runs and current_runs must be >= 1, got {baseline_runs} "
+                         f"and {current_runs}")
     if statistic not in ("median", "mean"):
         raise ValueError(f"statistic must be 'median' or 'mean', not {statistic!r}")
     if min_effect < 0:
@@ -278,8 +282,10 @@ def compare_samples(
         # The spread was estimated from baseline_runs run centres: with 3 of them its
         # uncertainty is large, hence t with baseline_runs - 1 degrees of freedom (the
         # prediction interval of one more run's centre) rather than the normal quantile.
-        ci = widen_ci(ratio, ci, between_run_sd * math.sqrt(1.0 + 1.0 / baseline_runs),
-                      confidence, df=baseline_runs - 1 if baseline_runs > 1 else None)
+        df = baseline_runs - 1
+        ci = widen_ci(ratio, ci,
+                      between_run_sd * math.sqrt(1.0 / current_runs + 1.0 / baseline_runs),
+                      confidence, df=df if df > 0 else None)
     p_value = float(scipy_stats.mannwhitneyu(base, curr, alternative="two-sided").pvalue)
     if math.isnan(p_value):
         p_value = 1.0  # only when there is no variation at all; handled above, kept as a guard
@@ -293,15 +299,17 @@ def compare_samples(
         verdict=verdict,
         reason=_sample_reason(
             metric, statistic, ratio, ci, confidence, p_value, alpha, min_effect, why
-        ) + _between_note(between_run_sd, baseline_runs),
+        ) + _between_note(between_run_sd, baseline_runs, current_runs),
     )
 
 
-def _between_note(between_run_sd: float, baseline_runs: int) -> str:
+def _between_note(between_run_sd: float, baseline_runs: int, current_runs: int = 1) -> str:
     if between_run_sd <= 0:
         return ""
+    starts = (f", averaged over this run's {current_runs} server starts" if current_runs > 1
+              else "")
     return (f"; the interval includes a between-run spread of {between_run_sd * 100:.1f} % "
-            f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}")
+            f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}{starts}")
 
 
 def widen_ci(ratio: float, ci: tuple[float, float], extra_sd: float,

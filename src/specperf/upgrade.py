@@ -243,6 +243,7 @@ def pool_runs(runs: Sequence[RunResult], profile: Profile, run_dir: Path | str) 
     for field_name, get in (
         ("provenance.hardware_id", lambda r: r.provenance.hardware_id),
         ("provenance.profile_hash", lambda r: r.provenance.profile_hash),
+        ("provenance.prompts_hash", lambda r: r.provenance.prompts_hash),
         ("provenance.vllm_version", lambda r: r.provenance.vllm_version),
     ):
         for i, r in enumerate(runs[1:], start=2):

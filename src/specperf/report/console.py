@@ -255,6 +255,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
     for r in run.cases:
         if r.retry is not None:
             console.print(Text(f"retried {r.case.id}: {r.retry.summary_line()}"))
+        if r.confirmation is not None:
+            console.print(Text(f"{r.case.id}: {r.confirmation.summary_line()}"))
     for line in outside_load_lines(run):
         console.print(Text(line, style="yellow"))
     if run.checks:

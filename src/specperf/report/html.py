@@ -99,6 +99,7 @@ def _png_uri(data: bytes) -> str:
 def _prov_rows(p: Provenance) -> list[tuple[str, str]]:
     rows = [
         ("profile", f"{p.profile_name} ({p.profile_hash})"),
+        ("prompts", p.prompts_hash or "—"),
         ("hardware", f"{p.hardware} ({p.hardware_id})"),
         ("accelerator", p.accelerator),
         ("vLLM", p.vllm_version or "?"),

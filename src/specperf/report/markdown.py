@@ -235,6 +235,9 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
     for r in run.cases:
         if r.retry is not None:
             out.append(f"- retried `{md_escape(r.case.id)}`: {md_escape(r.retry.summary_line())}\n")
+        if r.confirmation is not None:
+            out.append(f"- `{md_escape(r.case.id)}`: "
+                       f"{md_escape(r.confirmation.summary_line())}\n")
     outside = [f"{md_escape(r.case.id)}: {md_escape(line)}" for r in run.cases
                if (line := contention.case_sentence(r, run.paired_nospec))]
     if outside:

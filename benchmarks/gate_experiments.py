@@ -2,11 +2,11 @@
 
 (a) A/A: ``--runs`` back-to-back runs of a profile with nothing changed, each a real
     ``python -m pytest perf_tests --perf-profile P --perf-run-dir D --perf-repeats R`` in a
-    subprocess (as tests/test_e2e.py drives them). Every run is compared with
-    specperf.compare.compare_runs against the first run ("vs first") and against the run
+    subprocess (as tests/e2e/test_perf_runs.py drives them). Every run is compared with
+    specperf.analysis.compare.compare_runs against the first run ("vs first") and against the run
     before it ("consecutive"); every metric x case comparison called REGRESSION or
     IMPROVEMENT is a false alarm.
-(b) Injected regression: the same runs, but with the delaying proxy (specperf.proxy, a
+(b) Injected regression: the same runs, but with the delaying proxy (specperf.engine.proxy, a
     fault injector) in front of ONE speculative server config (``--inject-config``), sized
     to raise its TPOT by each of ``--sizes`` (relative), ``--tries`` runs each, compared
     against the first A/A run (the reference). Power = fraction of tries whose comparison
@@ -14,12 +14,12 @@
     were flagged (the right one is TPOT; TTFT/E2E/throughput may follow), and false alarms
     on the configs that were not touched.
 
-The injection needs a hook in specperf.fixture (see the report): the environment
+The injection needs a hook in specperf.engine.session (see the report): the environment
 variables ``SPECPERF_PROXY_DELAY_MS`` (per-chunk delay) and ``SPECPERF_PROXY_CONFIGS``
 (comma list of config ids) make the plugin put a DelayProxy in front of those servers'
 load. The per-chunk delay for a relative TPOT effect s is derived from the reference run:
 ``delay = s * TPOT * (N - 1) / (C - 1)`` (N tokens and C text chunks per request,
-specperf.proxy.delay_for_tpot), or from ``--tpot-ms`` and ``--chunk-tokens`` if given.
+specperf.engine.proxy.delay_for_tpot), or from ``--tpot-ms`` and ``--chunk-tokens`` if given.
 
 Output: ``OUT/summary.json`` and ``OUT/summary.md``; every run's directory and pytest
 output under OUT. ``--dry-run`` only prints the commands.
@@ -114,7 +114,7 @@ def run_once(args: argparse.Namespace, name: str, env_extra: dict[str, str],
 
 
 def _load(path: str) -> Any:
-    from specperf.compare import load_result
+    from specperf.store.files import load_result
 
     return load_result(path)
 
@@ -122,7 +122,7 @@ def _load(path: str) -> Any:
 def compare(run_path: str, ref_path: str, history: list[str] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
     """Every metric x case comparison of run against ref (with ref's kept runs
     ``history``, as a baseline's history directory would hold them), flattened."""
-    from specperf.compare import compare_runs
+    from specperf.analysis.compare import compare_runs
 
     cmp = compare_runs(_load(run_path), _load(ref_path), force=True,
                        history=[_load(h) for h in history])
@@ -141,7 +141,7 @@ def acceptance_probe(run_path: str, ref_path: str) -> dict[str, int]:
     gate's acceptance rule. Counts how many such changes were caught."""
     import math
 
-    from specperf.compare import compare_runs
+    from specperf.analysis.compare import compare_runs
 
     run, ref = _load(run_path), _load(ref_path)
     cases = []
@@ -186,7 +186,7 @@ def measured_shape(ref_path: str, config: str) -> dict[str, dict[str, float]]:
 
 def delay_ms_for(size: float, shape: dict[str, dict[str, float]]) -> float:
     """The per-chunk delay that raises the lowest-concurrency case's TPOT by `size`."""
-    from specperf.proxy import delay_for_tpot
+    from specperf.engine.proxy import delay_for_tpot
 
     first = min(shape, key=lambda cid: int(cid.rsplit("-c", 1)[1]))
     s = shape[first]
@@ -194,7 +194,7 @@ def delay_ms_for(size: float, shape: dict[str, dict[str, float]]) -> float:
 
 
 def expected_effects(delay_ms: float, shape: dict[str, dict[str, float]]) -> dict[str, float]:
-    from specperf.proxy import expected_tpot_rise
+    from specperf.engine.proxy import expected_tpot_rise
 
     return {cid: expected_tpot_rise(delay_ms / 1000.0, s["chunks"], s["tokens"]) / s["tpot_s"]
             for cid, s in shape.items()}
@@ -350,7 +350,7 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 def _keep() -> int:
-    from specperf.compare import CompareRules
+    from specperf.config.rules import CompareRules
 
     return CompareRules().baseline_runs
 

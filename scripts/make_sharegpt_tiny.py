@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Write datasets/sharegpt-tiny.json: a small ShareGPT-format file of pseudo-text.
 
-The file lets CI exercise the real ShareGPT loader (specperf.dataset.sharegpt_prompts)
+The file lets CI exercise the real ShareGPT loader (specperf.engine.datasets.sharegpt_prompts)
 without the 670 MB third-party dataset. Its text is made-up words from
-specperf.tiny.synthetic_text (language 0, the one the cpu-tiny tokenizer is trained
+specperf.engine.tiny.synthetic_text (language 0, the one the cpu-tiny tokenizer is trained
 on), so it holds no third-party text and tokenizes well with the generated models.
 
-Deterministic: the same specperf.tiny gives the same bytes. tests/test_dataset.py checks
+Deterministic: the same specperf.engine.tiny gives the same bytes. tests/unit/engine/test_datasets.py checks
 that the committed file equals this script's output; after changing either, run
 
     python scripts/make_sharegpt_tiny.py
@@ -30,7 +30,7 @@ SEED_BASE = 7_000_000
 
 
 def build() -> list[dict[str, object]]:
-    from specperf.tiny import synthetic_text
+    from specperf.engine.tiny import synthetic_text
 
     rng = random.Random("specperf-sharegpt-tiny")
     items: list[dict[str, object]] = []
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         state = "up to date" if ok else "stale — run scripts/make_sharegpt_tiny.py"
         print(f"{args.out}: {state}")
         return 0 if ok else 1
-    from specperf.baseline import atomic_write_text
+    from specperf.store.files import atomic_write_text
 
     atomic_write_text(args.out, text)
     print(f"wrote {args.out} ({N_CONVERSATIONS} conversations, {len(text)} bytes)")

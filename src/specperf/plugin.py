@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from specperf.baseline import BaselineError, gpu_present, write_baseline
-from specperf.fixture import (
+from specperf.config.profile import ProfileError
+from specperf.engine.server import stop_all as stop_all_servers
+from specperf.engine.session import (
     KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
@@ -28,11 +29,12 @@ from specperf.fixture import (
     PerfSession,
     default_run_dir,
 )
-from specperf.profile import ProfileError
-from specperf.progress import MODES as PROGRESS_MODES
-from specperf.progress import RunProgress, make_progress
+from specperf.report.progress import MODES as PROGRESS_MODES
+from specperf.report.progress import RunProgress, make_progress
 from specperf.schemas import Case
-from specperf.server import stop_all as stop_all_servers
+from specperf.store.baselines import write_baseline
+from specperf.store.files import BaselineError
+from specperf.store.provenance import gpu_present
 
 _KEY = pytest.StashKey[PerfSession]()
 _ITEM_KIND = pytest.StashKey[str]()
@@ -358,9 +360,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop_all_servers()  # also any server interrupted while it was still starting
     if not ps.results and not ps.server_errors:
         return
-    from specperf.baseline import atomic_write_text
-    from specperf.compare import compare_runs
+    from specperf.analysis.compare import compare_runs
     from specperf.report import write_all
+    from specperf.store.files import atomic_write_text
 
     run = ps.run_result()
     atomic_write_text(ps.options.run_dir / "run.json", run.model_dump_json(indent=1))
@@ -416,7 +418,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
                                                  verbose=verbose))
     if any(c.method for c in run.cases):
-        from specperf.advice import advise
+        from specperf.analysis.advice import advise
         from specperf.report import render_advice
 
         try:

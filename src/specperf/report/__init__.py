@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specperf.compare import CompareRules, RunComparison
+    from specperf.analysis.compare import RunComparison
+    from specperf.config.rules import CompareRules
     from specperf.schemas import Baseline, RunResult
 
 __all__ = ["TEXT_WIDTH", "render_advice", "write_all"]
@@ -38,7 +39,7 @@ def render_advice(advice: Any, width: int, color: bool) -> str:
 
     from rich.console import Console
 
-    from specperf.cli_advise import advice_console
+    from specperf.cli.advise import advice_console
 
     buf = io.StringIO()
     Console(file=buf, width=width, force_terminal=color, no_color=not color,
@@ -78,8 +79,8 @@ def write_all(
     renderer that fails is reported as a warning and the others are still written, so one
     bad chart never costs the run its report.
     """
-    from specperf.baseline import atomic_write_text
     from specperf.report import console, html, markdown, plots
+    from specperf.store.files import atomic_write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,7 +103,7 @@ def write_all(
     step("run file", write_run)
 
     if comparison is None and baseline is not None:
-        from specperf.compare import compare_runs
+        from specperf.analysis.compare import compare_runs
 
         label = baseline_label or run.baseline_path
         comparison = step("comparison", lambda: compare_runs(
@@ -118,7 +119,7 @@ def write_all(
 
     advice = None
     if any(c.method for c in run.cases):
-        from specperf.advice import advise
+        from specperf.analysis.advice import advise
 
         advice = step("advice", lambda: advise(
             run, baseline, baseline_name=baseline_label or run.baseline_path))
@@ -138,7 +139,7 @@ def write_all(
     def write_md() -> None:
         path = markdown.write_markdown(out / "report.md", run, comparison)
         if advice is not None:
-            from specperf.cli_advise import advice_markdown
+            from specperf.cli.advise import advice_markdown
 
             text = path.read_text(encoding="utf-8")
             section = "\n" + advice_markdown(advice, heading="###")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import shutil
 import sys
 from collections.abc import Iterable
@@ -28,10 +27,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from specperf import contention
-from specperf.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
+from specperf.analysis import outside_load
+from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
+from specperf.analysis.stats import Comparison, Direction, Verdict
+from specperf.config import settings
 from specperf.schemas import Baseline, CaseResult, GateCheck, Provenance, RunResult
-from specperf.stats import Comparison, Direction, Verdict
 
 __all__ = [
     "checks_table",
@@ -64,15 +64,16 @@ FALLBACK_WIDTH = 100
 def want_color(color: bool | None = None, stream: TextIO | None = None) -> bool:
     """Whether to emit ANSI colour: NO_COLOR always wins, then ``color``, then FORCE_COLOR,
     then "is ``stream`` (stdout) a terminal"."""
-    if os.environ.get("NO_COLOR"):
+    env = settings.current()
+    if env.no_color:
         return False
     if color is not None:
         return color
-    if os.environ.get("FORCE_COLOR"):
+    if env.force_color:
         return True
     stream = stream if stream is not None else sys.stdout
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+    return bool(isatty and isatty()) and env.term != "dumb"
 
 
 def default_width(stream: TextIO | None = None) -> int:
@@ -81,10 +82,8 @@ def default_width(stream: TextIO | None = None) -> int:
     isatty = getattr(stream, "isatty", None)
     if isatty and isatty():
         return max(40, shutil.get_terminal_size((FALLBACK_WIDTH, 24)).columns)
-    try:
-        return max(40, int(os.environ["COLUMNS"]))
-    except (KeyError, ValueError):
-        return FALLBACK_WIDTH
+    columns = settings.current().columns
+    return FALLBACK_WIDTH if columns is None else max(40, columns)
 
 
 def _text(buf: io.StringIO) -> str:
@@ -205,7 +204,7 @@ def cases_table(run: RunResult | Baseline | Iterable[CaseResult],
     paired = run.paired_nospec if isinstance(run, RunResult) else None
     # Other processes' CPU during the trials (the contention guard); left out for run
     # files written before it, which do not know.
-    outside = contention.known(cases, paired)
+    outside = outside_load.known(cases, paired)
     t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("case", "TTFT p50 ms", "TPOT p50 ms", "E2E p50 ms", "out tok/s", "accept",
                 "accept per position", "err", *(["outside cores"] if outside else [])):
@@ -216,8 +215,8 @@ def cases_table(run: RunResult | Baseline | Iterable[CaseResult],
                  Text(f"{r.output_throughput:.1f}"), *map(Text, _acc(r)),
                  Text(str(r.n_errors), style="red" if r.n_errors else "")]
         if outside:
-            load = contention.case_load(r, paired)
-            cells.append(Text(contention.load_cell(load), style="yellow" if load.contended else ""))
+            load = outside_load.case_load(r, paired)
+            cells.append(Text(outside_load.load_cell(load), style="yellow" if load.contended else ""))
         t.add_row(*cells)
     return t
 
@@ -227,7 +226,7 @@ def outside_load_lines(run: RunResult | Baseline) -> list[str]:
     2 trials re-measured under outside load 0.90, 0.60 cores'."""
     paired = run.paired_nospec if isinstance(run, RunResult) else None
     return [f"outside load: {r.case.id}: {line}" for r in run.cases
-            if (line := contention.case_sentence(r, paired))]
+            if (line := outside_load.case_sentence(r, paired))]
 
 
 def _acc(r: CaseResult) -> tuple[str, str]:

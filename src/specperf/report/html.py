@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from specperf import __version__, contention
-from specperf.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf import __version__
+from specperf.analysis import outside_load
+from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.report.console import delta_text, fmt_value, spread_text
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
-from specperf.stats import Comparison, Direction, Verdict
 
 __all__ = ["PLOT_TITLES", "render_html", "write_html"]
 
@@ -256,7 +257,7 @@ def _cases_html(run: RunResult) -> str:
     rows = []
     # Other processes' CPU during the trials (the contention guard); not shown for run
     # files written before it.
-    outside = contention.known(run.cases, run.paired_nospec)
+    outside = outside_load.known(run.cases, run.paired_nospec)
     for r in run.cases:
         a = r.acceptance
         rate = "—" if a is None else ("n/a" if a.rate is None else f"{a.rate:.3f}")
@@ -276,7 +277,7 @@ def _cases_html(run: RunResult) -> str:
     if not rows:
         return "<h2>Measurements</h2><p class=\"muted\">No case was measured.</p>"
     notes = "".join(f"<li><code>{_e(r.case.id)}</code>: {_e(line)}</li>" for r in run.cases
-                    if (line := contention.case_sentence(r, run.paired_nospec)))
+                    if (line := outside_load.case_sentence(r, run.paired_nospec)))
     box = (f'<div class="box note"><b>Outside CPU load:</b><ul>{notes}</ul></div>'
            if notes else "")
     headers = [*CASE_HEADERS, ("outside cores", True)] if outside else CASE_HEADERS
@@ -284,9 +285,9 @@ def _cases_html(run: RunResult) -> str:
 
 
 def _outside_cell(r: CaseResult, run: RunResult) -> str:
-    load = contention.case_load(r, run.paired_nospec)
+    load = outside_load.case_load(r, run.paired_nospec)
     cls = "num fail" if load.contended else "num"
-    return f'<td class="{cls}">{_e(contention.load_cell(load))}</td>'
+    return f'<td class="{cls}">{_e(outside_load.load_cell(load))}</td>'
 
 
 def _servers_html(run: RunResult) -> str:
@@ -385,7 +386,7 @@ def render_html(run: RunResult, comparison: RunComparison | None = None,
 
 def write_html(path: Path | str, run: RunResult, comparison: RunComparison | None = None,
                plots: Mapping[str, Path | bytes] | None = None, **kwargs: object) -> Path:
-    from specperf.baseline import atomic_write_text
+    from specperf.store.files import atomic_write_text
 
     path = Path(path)
     atomic_write_text(path, render_html(run, comparison, plots, **kwargs))  # type: ignore[arg-type]

@@ -11,16 +11,16 @@ run's artifact (``report.html``, ``run.json``).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from specperf import contention
-from specperf.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis import outside_load
+from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.stats import Comparison, Direction, Verdict
+from specperf.config import settings
 from specperf.report.console import delta_text, fmt_value, provenance_line, spread_text
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
-from specperf.stats import Comparison, Direction, Verdict
 
 __all__ = [
     "MAX_BYTES",
@@ -68,8 +68,8 @@ def artifact_pointer(run_dir: str | None) -> str:
     parts = []
     if run_dir:
         parts.append(f"`{Path(run_dir) / 'report.html'}` and `{Path(run_dir) / 'run.json'}`")
-    server, repo, run_id = (os.environ.get(k) for k in
-                            ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    env = settings.current()
+    server, repo, run_id = env.github_server_url, env.github_repository, env.github_run_id
     if server and repo and run_id:
         parts.append(f"the artifacts of [this workflow run]({server}/{repo}/actions/runs/{run_id})")
     return " — ".join(parts) if parts else "the run artifact (report.html, run.json)"
@@ -239,22 +239,22 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
             out.append(f"- `{md_escape(r.case.id)}`: "
                        f"{md_escape(r.confirmation.summary_line())}\n")
     outside = [f"{md_escape(r.case.id)}: {md_escape(line)}" for r in run.cases
-               if (line := contention.case_sentence(r, run.paired_nospec))]
+               if (line := outside_load.case_sentence(r, run.paired_nospec))]
     if outside:
         # Said outside the folded table: a trial measured under a neighbour's load is why a
         # number may be off, so it must be seen.
         out.append("> **Outside CPU load:** "
                    + "<br>".join(outside if row_limit is None else outside[:row_limit]) + "\n")
     if run.cases:
-        if contention.known(run.cases, run.paired_nospec):
+        if outside_load.known(run.cases, run.paired_nospec):
             def row(r: CaseResult) -> list[str]:
-                return [*_case_row(r), md_escape(contention.load_cell(
-                    contention.case_load(r, run.paired_nospec)))]
+                return [*_case_row(r), md_escape(outside_load.load_cell(
+                    outside_load.case_load(r, run.paired_nospec)))]
             table = _table([*CASE_HEADERS, "outside cores>"], run.cases, row, row_limit, pointer)
         else:
             table = _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)
         out.append(_details(f"Measurements ({len(run.cases)} cases)", table))
-        from specperf.power import repeats_line
+        from specperf.analysis.power import repeats_line
 
         line = repeats_line(run)
         if line:
@@ -322,7 +322,7 @@ def render_markdown(run: RunResult, comparison: RunComparison | None = None, *,
 
 def write_markdown(path: Path | str, run: RunResult, comparison: RunComparison | None = None,
                    **kwargs: object) -> Path:
-    from specperf.baseline import atomic_write_text
+    from specperf.store.files import atomic_write_text
 
     path = Path(path)
     atomic_write_text(path, render_markdown(run, comparison, **kwargs))  # type: ignore[arg-type]
@@ -332,10 +332,9 @@ def write_markdown(path: Path | str, run: RunResult, comparison: RunComparison |
 def write_step_summary(run: RunResult, comparison: RunComparison | None = None) -> Path | None:
     """Append the report to ``$GITHUB_STEP_SUMMARY`` when it is set (on GitHub Actions);
     returns the path written, or None. Keeps the file under GitHub's 1 MiB limit."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not target:
+    path = settings.current().github_step_summary
+    if path is None:
         return None
-    path = Path(target)
     used = path.stat().st_size if path.exists() else 0
     budget = min(MAX_BYTES, STEP_SUMMARY_LIMIT - used - 1024)
     if budget < 2048:

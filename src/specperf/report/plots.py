@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from specperf.measure import sum_acceptance
+from specperf.analysis.aggregate import sum_acceptance
 from specperf.schemas import Acceptance, Baseline, CaseResult, Provenance, RunResult
 
 __all__ = [

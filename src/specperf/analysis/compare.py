@@ -1,0 +1,932 @@
+"""Compare a run against a baseline: per case present in both, per metric, with specperf.stats.
+
+``compare_runs(run, baseline)`` returns a :class:`RunComparison`; every renderer (console,
+markdown, HTML) views that object, and ``RunComparison.exit_code`` is what
+``specperf compare`` exits with: 0 no regression, 1 regression, 2 refused (bad input).
+
+Either side may be a :class:`~specperf.schemas.RunResult` or a
+:class:`~specperf.schemas.Baseline` (a baseline is a run that was kept).
+
+What is compared, and on which samples
+--------------------------------------
+=====================  ===========  =========  ==============  ==============================
+metric (name)          direction    statistic  default effect  samples
+=====================  ===========  =========  ==============  ==============================
+TTFT                   lower        median     10 % relative   trial medians, else requests
+TPOT                   lower        median     5 % relative    trial medians, else requests
+E2E                    lower        median     5 % relative    trial medians, else requests
+output throughput      higher       mean       3 % relative    trial throughputs, else budget
+acceptance_rate        higher       rate       0.0005 absol.   spec-decode counters
+acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode counters
+=====================  ===========  =========  ==============  ==============================
+
+* **Both sides have at least ``min_trials`` (5) trials**: one value per trial -- the trial's
+  median TTFT / TPOT / E2E over its requests, and the trial's output throughput -- go to
+  :func:`specperf.analysis.stats.compare_samples` (Mann-Whitney + bootstrap CI of the ratio). The
+  trial is the honest unit of replication: run-to-run drift (server warm-up, allocator
+  state, noisy neighbours, clocks) dominates serving-latency noise, and requests inside
+  one run all share it.
+* **Fewer trials, latency**: the per-request values pooled over the trials are compared
+  instead. That is the only thing one or two runs offer, but requests in a run share the
+  run's conditions (and, at concurrency > 1, each other's batches), so the interval
+  reflects request-to-request noise only and *understates run-to-run drift*; every such
+  Comparison's reason says so, and the RunComparison carries a note.
+* **Fewer trials, throughput**: there is one value per trial, so nothing to resample.
+  Throughput is then judged by the *budget rule*, like the pytest throughput budget gate:
+  the relative change of the mean against ``budget_tolerance`` (default 15 %, the
+  BudgetGate default; single runs on a CPU runner vary by 5-12 %): beyond it in the bad
+  direction is a REGRESSION (good direction: IMPROVEMENT), inside the metric's own
+  minimum effect (3 %) is UNCHANGED, and in between is INCONCLUSIVE ("add trials"). The
+  Comparison then has no interval (``ci_low``/``ci_high`` are NaN) and no p-value, and
+  its ``min_effect`` holds the budget.
+* **No samples on one side** (a provisional baseline from a published table has means
+  only): latency is judged by the same budget rule on the case summaries -- medians when
+  both sides have them, else means -- with budgets TTFT 25 %, TPOT and E2E 15 %.
+* **Acceptance** at temperature 0 is near-deterministic and comes from counters, not
+  samples: :func:`specperf.analysis.stats.compare_rate` with an absolute tolerance, overall and per
+  draft position (0-based, like the gate checks).
+
+Kept runs: the noise of a server restart
+----------------------------------------
+Every trial of a run shares its server's lifetime -- where the allocator put the weights,
+how threads landed on cores, what the neighbours did that hour -- so the trials of one
+run cannot show how much a *restart* moves a metric, and on 2 CPU cores it moves it by
+5-10 %. A baseline therefore keeps its earlier accepted runs (``history/`` beside it,
+:func:`specperf.store.baselines.write_baseline`), and the comparison uses the newest
+``rules.baseline_runs`` (default 5) of them that share the hardware id, the profile hash,
+the vLLM version and the case's server config: their trials are pooled as the baseline sample, and the
+spread of their per-run centres beyond what their trials explain
+(:func:`specperf.analysis.stats.between_run_spread`) widens the interval
+(:func:`specperf.analysis.stats.compare_samples`, ``between_run_sd``). A baseline with one run
+gets a note saying its intervals show trial noise only. Every trial-based metric also
+reports what its samples can catch (``MetricDetail.detectable``, 90 % power) and the
+current-run trials that would catch its minimum effect (``trials_needed``); when some
+cannot see their minimum effect, the comparison says so in a note.
+
+Fresh-server confirmation
+-------------------------
+A case whose trials came from more than one start of its server (``Trial.server_start``:
+the plugin measures a flagged case again on a fresh server, ``[compare]
+confirm_on_fresh_server``) is decided by :func:`replicated`: a REGRESSION or IMPROVEMENT
+stands only when every start, compared alone with the baseline, shows it; otherwise the
+metric is INCONCLUSIVE. :func:`flagged_metrics` names what a fresh start can confirm.
+
+Rules
+-----
+:class:`CompareRules` (defined in :mod:`specperf.schemas`, re-exported here) holds every
+knob above; a profile's ``[compare]`` table overrides any of them, and the run records
+the rules it was judged with (``RunResult.compare_rules``), which ``compare_runs`` uses
+when it is given none. Rules that differ from the defaults are listed in the notes.
+
+Outside load
+------------
+A case where either side kept a trial marked ``contended`` (other processes used more CPU
+than ``load.max_outside_cores`` even after re-measuring, :mod:`specperf.engine.contention`) gets a
+note naming the side and the load; its verdicts are left as the numbers say.
+
+Comparability (refusals)
+------------------------
+A different ``provenance.hardware_id``, ``provenance.profile_hash`` or (where both sides
+know it) ``provenance.prompts_hash`` makes every number incomparable, so the comparison
+is *refused* (no verdicts, exit 2) with a message that says how to record a new baseline.
+A case whose server config changed (its ``config_hash``, speculative method or k) is
+refused the same way. ``force=True`` turns refusals into notes and compares anyway.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from specperf.analysis.outside_load import comparison_note
+from specperf.analysis.stats import (
+    Comparison,
+    Direction,
+    Verdict,
+    between_run_spread,
+    compare_rate,
+    compare_samples,
+    cv,
+    detectable_shift,
+    pooled_cv,
+    trials_for_shift,
+)
+from specperf.schemas import (
+    DEFAULT_BUDGETS,
+    Baseline,
+    Case,
+    CaseResult,
+    CompareRules,
+    InconclusiveRetry,
+    MetricKey,
+    MetricRule,
+    Provenance,
+    RequestSample,
+    RunResult,
+    Summary,
+    Trial,
+)
+
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "CaseComparison",
+    "CompareRules",
+    "MetricDetail",
+    "MetricKey",
+    "MetricRule",
+    "RunComparison",
+    "VERDICT_ORDER",
+    "as_run",
+    "compare_cases",
+    "compare_runs",
+    "decide_with_retries",
+    "earlier_runs",
+    "flagged_metrics",
+    "kept_runs",
+    "inconclusive_metrics",
+    "replicated",
+]
+
+#: How renderers order verdicts: the ones that need a human first.
+VERDICT_ORDER = {
+    Verdict.REGRESSION: 0,
+    Verdict.IMPROVEMENT: 1,
+    Verdict.INCONCLUSIVE: 2,
+    Verdict.UNCHANGED: 3,
+}
+
+RECORD_HINT = (
+    "record a new baseline on this machine with `nox -s perf -- --perf-profile {profile} "
+    "--perf-update-baselines` (it writes baselines/{profile}/{hardware_id}.json), or compare "
+    "against a baseline recorded with the same profile on the same hardware"
+)
+
+SampleKind = Literal["trials", "requests", "trial_means", "summary", "counters"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+
+class MetricDetail(_Model):
+    """What a Comparison alone does not say: unit, sample kind and spread."""
+
+    key: MetricKey
+    unit: str
+    samples: SampleKind = Field(description="what one sample was")
+    baseline_spread: float | None = Field(
+        None, description="robust CV (1.4826 MAD / median) of the baseline samples"
+    )
+    current_spread: float | None = None
+    baseline_runs: int = Field(1, description="kept baseline runs whose trials were pooled")
+    current_server_starts: int = Field(
+        1, description="server starts the current trials came from (2 after a fresh-server "
+                       "confirmation)")
+    between_run_spread: float | None = Field(
+        None, description="server-lifetime noise (log-scale SD) seen over those runs and "
+                          "included in the interval; None with one run")
+    detectable: float | None = Field(
+        None, description="relative shift these samples catch with 90 % power at the "
+                          "rules' alpha (stats.detectable_shift); None without trials")
+    trials_needed: int | None = Field(
+        None, description="current-run trials that would catch the metric's minimum effect "
+                          "(stats.trials_for_shift); None when trials alone cannot")
+    note: str | None = None
+
+
+class CaseComparison(_Model):
+    case: Case
+    config_label: str
+    method: str | None = None
+    draft_model: str | None = None
+    num_speculative_tokens: int | None = None
+    baseline_trials: int = 0
+    current_trials: int = 0
+    comparisons: list[Comparison] = Field(default_factory=list)
+    details: dict[str, MetricDetail] = Field(
+        default_factory=dict, description="by Comparison.metric"
+    )
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def worst(self) -> Verdict | None:
+        if not self.comparisons:
+            return None
+        return min((c.verdict for c in self.comparisons), key=VERDICT_ORDER.__getitem__)
+
+    def detail(self, comparison: Comparison) -> MetricDetail | None:
+        return self.details.get(comparison.metric)
+
+
+class RunComparison(_Model):
+    kind: Literal["specperf-comparison"] = "specperf-comparison"
+    run_label: str | None = Field(None, description="where the run came from, e.g. its path")
+    baseline_label: str | None = None
+    run_provenance: Provenance
+    baseline_provenance: Provenance
+    rules: CompareRules = Field(default_factory=CompareRules)
+    cases: list[CaseComparison] = Field(default_factory=list)
+    refusals: list[str] = Field(default_factory=list, description="why it cannot be compared")
+    notes: list[str] = Field(default_factory=list)
+    only_in_run: list[Case] = Field(default_factory=list)
+    only_in_baseline: list[Case] = Field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.refusals)
+
+    def all(self) -> list[tuple[CaseComparison, Comparison]]:
+        return [(c, m) for c in self.cases for m in c.comparisons]
+
+    def counts(self) -> dict[Verdict, int]:
+        n = Counter(m.verdict for _, m in self.all())
+        return {v: n.get(v, 0) for v in VERDICT_ORDER}
+
+    @property
+    def regressions(self) -> list[tuple[CaseComparison, Comparison]]:
+        return [(c, m) for c, m in self.all() if m.verdict is Verdict.REGRESSION]
+
+    @property
+    def exit_code(self) -> int:
+        if self.refusals:
+            return 2
+        return 1 if self.regressions else 0
+
+    def summary_line(self) -> str:
+        """'3 cases: 1 regression, 0 improvements, 2 inconclusive, 14 unchanged'."""
+        if self.refusals:
+            return (f"comparison refused ({len(self.refusals)} problem"
+                    f"{'s' if len(self.refusals) != 1 else ''}): nothing was compared")
+        n = self.counts()
+        reg = n[Verdict.REGRESSION]
+        imp = n[Verdict.IMPROVEMENT]
+        return (
+            f"{len(self.cases)} case{'s' if len(self.cases) != 1 else ''}: "
+            f"{reg} regression{'s' if reg != 1 else ''}, "
+            f"{imp} improvement{'s' if imp != 1 else ''}, "
+            f"{n[Verdict.INCONCLUSIVE]} inconclusive, {n[Verdict.UNCHANGED]} unchanged"
+        )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def as_run(result: RunResult | Baseline, source: Path | str | None = None) -> RunResult:
+    """A baseline viewed as a run (for renderers that take a RunResult)."""
+    if isinstance(result, RunResult):
+        return result
+    where = Path(source).parent if source is not None else Path(".")
+    return RunResult(
+        provenance=result.provenance,
+        run_dir=str(where),
+        started_at=result.provenance.date,
+        cases=result.cases,
+        baseline_note=f"a baseline shown as a run{f' ({source})' if source else ''}",
+    )
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def _latency_ms(s: RequestSample, key: str) -> float | None:
+    if not s.ok:
+        return None
+    if key == "ttft":
+        v = s.ttft_s
+    elif key == "e2e":
+        v = s.e2e_s
+    else:
+        v = s.tpot_s
+    return None if v is None else v * 1000.0
+
+
+def _trial_values(trial: Trial, key: str) -> list[float]:
+    return [v for s in trial.samples if (v := _latency_ms(s, key)) is not None]
+
+
+def per_trial(case: CaseResult, key: str) -> list[float]:
+    """One value per trial: the trial's median latency (NaN for a trial with none), or its
+    output throughput."""
+    if key == "output_throughput":
+        return [t.output_throughput for t in case.trials]
+    out = []
+    for t in case.trials:
+        v = _trial_values(t, key)
+        out.append(float(np.median(v)) if v else math.nan)
+    return out
+
+
+def per_request(case: CaseResult, key: str) -> list[float]:
+    return [v for t in case.trials for v in _trial_values(t, key)]
+
+
+def _spread(values: list[float]) -> float | None:
+    finite = [v for v in values if not math.isnan(v)]
+    if len(finite) < 2:
+        return None
+    try:
+        return cv(finite)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
+            statistic: Literal["median", "mean"], n_baseline: int, n_current: int,
+            tolerance: float, why: str, advice: str) -> Comparison:
+    """The budget rule of the module docstring: a point comparison without an interval.
+
+    Beyond ``tolerance`` in the bad direction: REGRESSION (good direction: IMPROVEMENT);
+    within the rule's minimum effect: UNCHANGED; in between: INCONCLUSIVE.
+    """
+    m = rule.min_effect
+    unit = f" {rule.unit}" if rule.unit else ""
+    how = f"{why}, so there is no interval: judged against the ±{tolerance * 100:g} % budget"
+    if not (math.isfinite(b) and math.isfinite(c)) or b <= 0:
+        ratio = math.nan
+        verdict = Verdict.INCONCLUSIVE
+        reason = (f"{rule.name} baseline {statistic} is {b:.4g}{unit}, so a relative change "
+                  "is undefined")
+    else:
+        ratio = c / b
+        delta = ratio - 1.0
+        moved = (f"{'rose' if delta > 0 else 'fell'} {abs(delta) * 100:.1f} %" if delta
+                 else "did not move")
+        moved += f" ({b:.4g} → {c:.4g}{unit})"
+        if abs(delta) > tolerance:
+            worse = (delta > 0) == (rule.direction is Direction.LOWER_IS_BETTER)
+            verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+            tail = "beyond it"
+        elif abs(delta) <= m:
+            verdict = Verdict.UNCHANGED
+            tail = f"inside the ±{m * 100:g} % minimum effect"
+        else:
+            verdict = Verdict.INCONCLUSIVE
+            tail = (f"inside the budget but beyond the ±{m * 100:g} % minimum effect, so it may "
+                    f"be noise; {advice}")
+        reason = f"{rule.name} {statistic} {moved}; {how}, {tail}"
+    return Comparison(
+        metric=rule.name,
+        direction=rule.direction,
+        statistic=statistic,
+        baseline=b,
+        current=c,
+        ratio=ratio,
+        ci_low=math.nan,
+        ci_high=math.nan,
+        confidence=rules.confidence,
+        p_value=None,
+        alpha=rules.alpha,
+        min_effect=tolerance,
+        n_baseline=n_baseline,
+        n_current=n_current,
+        verdict=verdict,
+        reason=reason + ".",
+    )
+
+
+def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
+                       rules: CompareRules) -> Comparison:
+    """Throughput with too few trials for a test (or a baseline with none)."""
+    b = float(np.mean([t.output_throughput for t in base.trials])) if base.trials else \
+        base.output_throughput
+    c = float(np.mean([t.output_throughput for t in cur.trials])) if cur.trials else \
+        cur.output_throughput
+    nb, nc = len(base.trials), len(cur.trials)
+    return _budget(
+        rule, rules, b, c, statistic="mean", n_baseline=nb, n_current=nc,
+        tolerance=rules.budget("output_throughput"),
+        why=(f"{nb} baseline and {nc} current trial{'s' if nc != 1 else ''}, fewer than "
+             f"{rules.min_trials} per side"),
+        advice=f"record ≥ {rules.min_trials} trials (--perf-repeats) to tell",
+    )
+
+
+_SUMMARY = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
+
+
+def _summary_budget(base: CaseResult, cur: CaseResult, key: str, rule: MetricRule,
+                    rules: CompareRules) -> Comparison | None:
+    """A latency with no request samples on one side (e.g. a baseline from a published
+    table: means only): the case summaries compared by the budget rule, medians when both
+    sides have one, else means. None when a side has neither."""
+    bs: Summary = getattr(base, _SUMMARY[key])
+    cs: Summary = getattr(cur, _SUMMARY[key])
+    statistic: Literal["median", "mean"]
+    if bs.median is not None and cs.median is not None:
+        statistic, b, c = "median", bs.median, cs.median
+    elif bs.mean is not None and cs.mean is not None:
+        statistic, b, c = "mean", bs.mean, cs.mean
+    else:
+        return None
+    empty = "the baseline" if not bs.n else "the run"
+    return _budget(
+        rule, rules, b, c, statistic=statistic, n_baseline=bs.n, n_current=cs.n,
+        tolerance=rules.budget(key),  # type: ignore[arg-type]
+        why=f"{empty} has no request samples (only summary figures)",
+        advice="record a baseline with samples (--perf-update-baselines) to tell",
+    )
+
+
+def compare_cases(base: CaseResult, cur: CaseResult,
+                  rules: CompareRules | None = None,
+                  earlier: Sequence[CaseResult] = ()) -> CaseComparison:
+    """Every enabled metric of one case, baseline against current.
+
+    ``earlier``: the same case in other kept runs of the baseline (same hardware, profile
+    and server config; see :func:`compare_runs`). With per-trial samples their trials are
+    pooled with the baseline's, and the spread of the runs' centres beyond their trial
+    noise (:func:`specperf.analysis.stats.between_run_spread`) widens the interval: a server
+    restart shifts every trial of a run together, which one run's trials cannot show.
+    """
+    rules = rules or CompareRules()
+    runs = [base, *earlier][: rules.baseline_runs]
+    out = CaseComparison(
+        case=cur.case,
+        config_label=cur.config_label,
+        method=cur.method,
+        draft_model=cur.draft_model,
+        num_speculative_tokens=cur.num_speculative_tokens,
+        baseline_trials=len(base.trials),
+        current_trials=len(cur.trials),
+    )
+    by_trial = min(len(base.trials), len(cur.trials)) >= rules.min_trials
+
+    def add(comparison: Comparison, detail: MetricDetail) -> None:
+        out.comparisons.append(comparison)
+        out.details[comparison.metric] = detail
+
+    for key in ("ttft", "tpot", "e2e"):
+        rule = rules.rule(key)  # type: ignore[arg-type]
+        if not rule.enabled:
+            continue
+        if by_trial:
+            add(*_trial_comparison(runs, cur, key, rule, rules, fallback="median"))
+            continue
+        b, c = per_request(base, key), per_request(cur, key)
+        if not b or not c:
+            budget = _summary_budget(base, cur, key, rule, rules)
+            if budget is None:
+                out.notes.append(f"{rule.name} not compared: "
+                                 f"{'the baseline' if not b else 'the run'} has no {rule.name} "
+                                 "samples or summary")
+                continue
+            add(budget, MetricDetail(key=key, unit=rule.unit, samples="summary",  # type: ignore[arg-type]
+                                     note=f"budget rule (±{rules.budget(key) * 100:g} %), "  # type: ignore[arg-type]
+                                          "no interval: no samples on one side"))
+            continue
+        comparison = compare_samples(
+            rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
+            alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
+            confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+        )
+        comparison = comparison.model_copy(update={
+            "reason": comparison.reason.rstrip(".") + f"; samples are requests, not trials "
+            f"(fewer than {rules.min_trials} trials per side), so the interval understates "
+            "run-to-run drift."
+        })
+        add(comparison, MetricDetail(
+            key=key, unit=rule.unit, samples="requests",  # type: ignore[arg-type]
+            baseline_spread=_spread(b), current_spread=_spread(c),
+            note=(f"per-request samples (fewer than {rules.min_trials} trials per side): the "
+                  "interval understates run-to-run drift")))
+
+    rule = rules.rule("output_throughput")
+    if rule.enabled:
+        if by_trial:
+            add(*_trial_comparison(runs, cur, "output_throughput", rule, rules,
+                                   fallback="mean"))
+        else:
+            b = [t.output_throughput for t in base.trials]
+            c = [t.output_throughput for t in cur.trials]
+            add(_throughput_budget(base, cur, rule, rules),
+                MetricDetail(key="output_throughput", unit=rule.unit, samples="trial_means",
+                             baseline_spread=_spread(b), current_spread=_spread(c),
+                             note=f"budget rule (±{rules.budget('output_throughput') * 100:g}"
+                                  " %), no interval: too few trials"))
+
+    rule = rules.rule("acceptance_rate")
+    if rule.enabled:
+        _compare_acceptance(base, cur, rule, rules, out, add)
+    if cur.confirmation is not None:
+        out.notes.append(f"current run: {cur.confirmation.summary_line()}")
+    # Said, never acted on: the verdicts stay what the numbers say.
+    busy = comparison_note(base.trials, cur.trials)
+    if busy:
+        out.notes.append(busy)
+    return out
+
+
+#: The power the "catches ≥" figures are quoted at.
+DETECT_POWER = 0.9
+
+_FLAGS = (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+
+
+def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
+    """The verdict of a case measured on several server starts (a fresh-server
+    confirmation): a flag stands only when every start, compared alone with the baseline,
+    shows it. One start's own offset (4.6-8.6 % here) then cannot pass for a change of vLLM,
+    while a real change shows on every start. The ratio and interval shown are the pooled
+    trials'; when the starts disagree and the pooled trials would flag, the verdict is
+    INCONCLUSIVE, and a flag no start showed alone is not raised either."""
+    verdicts = [s.verdict for s in starts]
+    each = ", ".join(f"start {i + 1} {s.verdict.value} ({s.ratio:.3f})"
+                     for i, s in enumerate(starts))
+    if verdicts[0] in _FLAGS and all(v is verdicts[0] for v in verdicts):
+        verdict, why = verdicts[0], f"confirmed on {len(starts)} server starts: {each}"
+    elif pooled.verdict in _FLAGS or any(v in _FLAGS for v in verdicts):
+        verdict, why = Verdict.INCONCLUSIVE, f"not confirmed on a fresh server: {each}"
+    else:
+        verdict, why = pooled.verdict, f"server starts: {each}"
+    return pooled.model_copy(update={"verdict": verdict,
+                                     "reason": pooled.reason.rstrip(".") + f"; {why}."})
+
+
+def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
+                      rule: MetricRule, rules: CompareRules, *,
+                      fallback: Literal["median", "mean"]) -> tuple[Comparison, MetricDetail]:
+    """One metric on per-trial values: the kept baseline runs' trials pooled, the
+    interval widened by the spread between those runs, and what these trials can catch
+    (MetricDetail.detectable / trials_needed). Each run's values are computed once. A
+    case measured on more than one server start is decided by :func:`replicated`."""
+    statistic: Literal["median", "mean"] = (
+        rule.statistic if rule.statistic in ("median", "mean") else fallback)  # type: ignore[assignment]
+    base_runs = [per_trial(run, key) for run in runs]
+    b = [v for values in base_runs for v in values]
+    c = per_trial(cur, key)
+    between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else None
+    starts = [t.server_start or 0 for t in cur.trials]
+    cur_runs = [[v for v, s in zip(c, starts, strict=True) if s == start]
+                for start in sorted(set(starts))]
+
+    def compare(current: list[float], current_runs: int) -> Comparison:
+        return compare_samples(
+            rule.name, b, current, direction=rule.direction, min_effect=rule.min_effect,
+            alpha=rules.alpha, statistic=statistic,
+            confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+            between_run_sd=between or 0.0, baseline_runs=len(runs), current_runs=current_runs,
+        )
+
+    comparison = compare(c, len(cur_runs))
+    if len(cur_runs) > 1:
+        comparison = replicated(comparison, [compare(run, 1) for run in cur_runs])
+    detail = MetricDetail(key=key, unit=rule.unit, samples="trials",  # type: ignore[arg-type]
+                          baseline_spread=_spread(b), current_spread=_spread(c),
+                          baseline_runs=len(runs), current_server_starts=len(cur_runs),
+                          between_run_spread=between,
+                          **_catchable(base_runs, c, rule, rules, between))
+    return comparison, detail
+
+
+def _catchable(base_runs: list[list[float]], current: list[float], rule: MetricRule,
+               rules: CompareRules, between: float | None) -> dict[str, float | int | None]:
+    """What these trials can catch (MetricDetail.detectable / trials_needed)."""
+    cur_vals = [v for v in current if not math.isnan(v)]
+    try:
+        cv_b = pooled_cv(base_runs)
+        cv_c = cv(cur_vals)
+    except ValueError:
+        return {}
+    n_base = sum(len(values) for values in base_runs)
+    kw = dict(between_sd=between or 0.0, baseline_runs=len(base_runs), alpha=rules.alpha,
+              power=DETECT_POWER, confidence=rules.confidence)
+    return {
+        "detectable": detectable_shift(cv_b, n_base, cv_c, len(cur_vals), **kw),  # type: ignore[arg-type]
+        "trials_needed": (trials_for_shift(rule.min_effect, cv_b, n_base, cv_c, **kw)  # type: ignore[arg-type]
+                          if rule.min_effect > 0 else None),
+    }
+
+
+def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
+                        rules: CompareRules, out: CaseComparison, add) -> None:  # type: ignore[no-untyped-def]
+    ba, ca = base.acceptance, cur.acceptance
+    if ba is None and ca is None:
+        return
+    if ba is None or ca is None:
+        which = "current run" if ba is None else "baseline"
+        out.notes.append(f"acceptance was measured only in the {which}; not compared")
+        return
+    if ba.rate is None or ca.rate is None:
+        which = "baseline" if ba.rate is None else "current run"
+        out.notes.append(f"no draft tokens were proposed in the {which}; acceptance not compared")
+        return
+
+    def detail(note: str | None = None) -> MetricDetail:
+        return MetricDetail(key="acceptance_rate", unit=rule.unit, samples="counters", note=note)
+
+    add(compare_rate(rule.name, ba.rate, ca.rate, tolerance=rule.min_effect,
+                     direction=rule.direction),
+        detail(f"{ba.accepted_tokens:g}/{ba.draft_tokens:g} → "
+               f"{ca.accepted_tokens:g}/{ca.draft_tokens:g} draft tokens accepted"))
+    if not rules.per_position:
+        return
+    bp, cp = ba.per_position_rate, ca.per_position_rate
+    for i, (b, c) in enumerate(zip(bp, cp, strict=False)):
+        add(compare_rate(f"{rule.name}[pos {i}]", b, c, tolerance=rule.min_effect,
+                         direction=rule.direction), detail())
+    if len(bp) != len(cp):
+        out.notes.append(f"the baseline has acceptance counters for {len(bp)} draft positions, "
+                         f"the run for {len(cp)}; compared the first {min(len(bp), len(cp))}")
+
+
+def _provenance_refusals(run: Provenance, base: Provenance) -> list[str]:
+    hint = RECORD_HINT.format(profile=run.profile_name, hardware_id=run.hardware_id)
+    out = []
+    if run.hardware_id != base.hardware_id:
+        out.append(
+            f"hardware differs: the baseline was measured on {base.hardware} (hardware_id "
+            f"{base.hardware_id!r}), the run on {run.hardware} ({run.hardware_id!r}); latency "
+            f"and throughput only compare on the same hardware — {hint}"
+        )
+    if run.profile_hash != base.profile_hash:
+        names = (f"profile {run.profile_name!r}" if run.profile_name == base.profile_name
+                 else f"profiles {base.profile_name!r} (baseline) and {run.profile_name!r} (run)")
+        out.append(
+            f"the profile differs: {names} hash to {base.profile_hash} (baseline) and "
+            f"{run.profile_hash} (run), so the two measured different things (matrix, workload, "
+            f"sampling or server arguments) — {hint}"
+        )
+    if run.prompts_hash and base.prompts_hash and run.prompts_hash != base.prompts_hash:
+        out.append(
+            f"the prompts differ: the baseline sent prompts hashing to {base.prompts_hash}, "
+            f"the run {run.prompts_hash} (a changed dataset file, another --perf-dataset, or "
+            f"synthetic prompts made differently) — {hint}"
+        )
+    return out
+
+
+def _provenance_notes(run: Provenance, base: Provenance) -> list[str]:
+    notes = []
+    if run.vllm_version != base.vllm_version:
+        notes.append(f"vLLM {base.vllm_version or '?'} (baseline) → "
+                     f"{run.vllm_version or '?'} (run)")
+    if run.torch_version != base.torch_version and run.torch_version and base.torch_version:
+        notes.append(f"torch {base.torch_version} (baseline) → {run.torch_version} (run)")
+    if run.driver_version != base.driver_version and run.driver_version and base.driver_version:
+        notes.append(f"driver {base.driver_version} (baseline) → {run.driver_version} (run)")
+    if base.provisional:
+        notes.append(f"the baseline is provisional: {base.provisional}")
+    if run.provisional:
+        notes.append(f"the run is provisional: {run.provisional}")
+    return notes
+
+
+def compare_runs(
+    run: RunResult | Baseline,
+    baseline: RunResult | Baseline,
+    rules: CompareRules | None = None,
+    *,
+    run_label: str | None = None,
+    baseline_label: str | None = None,
+    force: bool = False,
+    history: Sequence[RunResult | Baseline] = (),
+) -> RunComparison:
+    """Compare every case present in both, after checking the provenance is comparable.
+
+    ``history``: the baseline's kept earlier runs (:func:`specperf.store.baselines.load_history`,
+    any order; a copy of the baseline itself is skipped). The newest ones of the same
+    hardware id, profile hash and vLLM version, whose case has the same server config,
+    join the baseline up to ``rules.baseline_runs`` runs per case (:func:`compare_cases`).
+
+    ``rules`` default to the ones the run recorded (``RunResult.compare_rules``: its
+    profile's ``[compare]`` table), so an offline ``specperf compare`` judges a run as
+    the run itself did; a file without them (a baseline, an older run) gets the defaults.
+    """
+    if rules is None:
+        rules = (run.compare_rules if isinstance(run, RunResult) else None) or CompareRules()
+    rp, bp = run.provenance, baseline.provenance
+    refusals = _provenance_refusals(rp, bp)
+    notes = _provenance_notes(rp, bp)
+    changed_rules = rules.changes()
+    if changed_rules:
+        notes.append("rules differ from the defaults: " + "; ".join(changed_rules))
+    result = RunComparison(
+        run_label=run_label, baseline_label=baseline_label, run_provenance=rp,
+        baseline_provenance=bp, rules=rules, notes=notes,
+    )
+    base_cases = {c.case: c for c in baseline.cases}
+    run_cases = {c.case: c for c in run.cases}
+    result.only_in_run = [c for c in run_cases if c not in base_cases]
+    result.only_in_baseline = [c for c in base_cases if c not in run_cases]
+    if refusals and not force:
+        result.refusals = refusals
+        return result
+    if refusals:
+        result.notes[:0] = [f"compared despite: {r.split(' — ')[0]}" for r in refusals]
+
+    per_request = False
+    for case, cur in run_cases.items():
+        base = base_cases.get(case)
+        if base is None:
+            continue
+        changed = []
+        if base.config_hash and cur.config_hash and base.config_hash != cur.config_hash:
+            changed.append(f"config hash {base.config_hash} → {cur.config_hash}")
+        if base.method != cur.method:
+            changed.append(f"speculative method {base.method} → {cur.method}")
+        if base.num_speculative_tokens != cur.num_speculative_tokens:
+            changed.append(f"k {base.num_speculative_tokens} → {cur.num_speculative_tokens}")
+        if changed:
+            msg = (f"case {case.id}: the server config changed between the baseline and the run "
+                   f"({', '.join(changed)}), so its numbers do not compare — "
+                   + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
+            if not force:
+                result.refusals.append(msg)
+                continue
+            result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
+        cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history))
+        if base.draft_model != cur.draft_model:
+            cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
+        per_request |= any(d.samples == "requests" for d in cc.details.values())
+        result.cases.append(cc)
+    if result.refusals:
+        result.cases = []
+        return result
+    # A note that many cases share (e.g. "E2E not compared: the baseline has no E2E ...")
+    # is said once for the run.
+    shared = Counter(n for cc in result.cases for n in set(cc.notes))
+    for note, count in shared.items():
+        if count > 1:
+            result.notes.append(f"{note} ({count} cases)")
+    for cc in result.cases:
+        cc.notes = [n for n in cc.notes if shared[n] <= 1]
+    runs_used = Counter(d.baseline_runs for cc in result.cases for d in cc.details.values()
+                        if d.samples == "trials")
+    if runs_used:
+        most = max(runs_used)
+        if most > 1:
+            result.notes.append(
+                f"baseline: trials of up to {most} kept runs pooled (rule baseline_runs = "
+                f"{rules.baseline_runs}); the intervals include the spread between them")
+        elif rules.baseline_runs > 1:
+            result.notes.append(
+                "baseline: one run, so the intervals show trial-to-trial noise only, not the "
+                "noise of a server restart — keep accepting runs into the baseline "
+                "(--perf-update-baselines) until its history holds "
+                f"{rules.baseline_runs} runs")
+    blind = [(cc, d) for cc in result.cases for d in cc.details.values()
+             if d.detectable is not None and d.detectable > rules.rule(d.key).min_effect]
+    if blind:
+        worst = max(blind, key=lambda x: x[1].detectable / rules.rule(x[1].key).min_effect)  # type: ignore[operator]
+        cc, d = worst
+        rule = rules.rule(d.key)
+        need = (f"{d.trials_needed} trials per run would" if d.trials_needed
+                else "no number of trials in one run would (the baseline's noise and the "
+                     "between-run spread alone exceed it: keep more runs, or quieten the "
+                     "machine)")
+        result.notes.append(
+            f"these repeats cannot see every minimum effect: {len(blind)} of "
+            f"{sum(1 for _ in result.all())} metric×case comparisons catch (90 % power) only "
+            f"shifts larger than their minimum effect — worst {cc.case.id} {rule.name}: "
+            f"≥ {d.detectable * 100:.0f} % against a {rule.min_effect * 100:g} % minimum; "  # type: ignore[operator]
+            f"{need}")
+    if per_request:
+        result.notes.append(
+            f"some cases have fewer than {rules.min_trials} trials per side: their latencies "
+            "were compared per request, which understates run-to-run drift, and their "
+            f"throughput against the ±{rules.budget('output_throughput') * 100:g} % budget; "
+            f"record ≥ {rules.min_trials} trials (--perf-repeats) for a real interval"
+        )
+    if result.only_in_run:
+        result.notes.append(f"{len(result.only_in_run)} case(s) only in the run, not compared: "
+                            + _case_list(result.only_in_run))
+    if result.only_in_baseline:
+        result.notes.append(f"{len(result.only_in_baseline)} case(s) only in the baseline, not "
+                            "compared: " + _case_list(result.only_in_baseline))
+    if not result.cases:
+        # A gate that compared nothing must not pass quietly.
+        result.refusals.append(
+            "nothing to compare: no case is present in both the run "
+            f"({len(run.cases)} cases) and the baseline ({len(baseline.cases)} cases) — "
+            "check that the files are the ones you meant, or "
+            + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
+    return result
+
+
+def kept_runs(baseline: RunResult | Baseline,
+              history: Sequence[RunResult | Baseline]) -> list[RunResult | Baseline]:
+    """The kept runs that may join the baseline: same hardware id, profile hash and vLLM
+    version, not the baseline itself; newest first. (A run kept before an accepted upgrade
+    measured another engine: pooling it would count the upgrade's shift as restart
+    noise.)"""
+    bp = baseline.provenance
+    same = (bp.hardware_id, bp.profile_hash, bp.vllm_version)
+    return [kept for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True)
+            if kept.provenance != bp
+            and (kept.provenance.hardware_id, kept.provenance.profile_hash,
+                 kept.provenance.vllm_version) == same
+            and _same_prompts(kept.provenance, bp)]
+
+
+def _same_prompts(a: Provenance, b: Provenance) -> bool:
+    """Unknown (a run file from before prompts were hashed) matches anything."""
+    return a.prompts_hash is None or b.prompts_hash is None or a.prompts_hash == b.prompts_hash
+
+
+def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
+                 history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
+    """The case in the :func:`kept_runs` whose server config is the baseline case's;
+    newest first."""
+    out = []
+    for kept in kept_runs(baseline, history):
+        case = next((c for c in kept.cases if c.case == base.case), None)
+        if (case is None or case.config_hash != base.config_hash or case.method != base.method
+                or case.num_speculative_tokens != base.num_speculative_tokens):
+            continue
+        out.append(case)
+    return out
+
+
+def _case_list(cases: list[Case], limit: int = 8) -> str:
+    ids = [c.id for c in cases[:limit]]
+    more = f" and {len(cases) - limit} more" if len(cases) > limit else ""
+    return ", ".join(ids) + more
+
+
+# --------------------------------------------------------------------------- retries
+
+K = TypeVar("K")
+
+
+
+def inconclusive_metrics(cc: CaseComparison) -> list[str]:
+    """The metrics of a case that more trials of this run can decide: INCONCLUSIVE on
+    samples. A latency judged against a baseline's summary figures alone (no samples
+    there, e.g. a provisional baseline) is left out: its band between the minimum effect
+    and the budget does not narrow with trials on this side."""
+    out = []
+    for m in cc.comparisons:
+        detail = cc.detail(m)
+        if m.verdict is Verdict.INCONCLUSIVE and (detail is None or detail.samples
+                                                  not in ("summary", "counters")):
+            out.append(m.metric)
+    return out
+
+
+def flagged_metrics(cc: CaseComparison) -> list[str]:
+    """The metrics of a case a fresh server start can confirm or clear: REGRESSION or
+    IMPROVEMENT on per-trial samples. Acceptance (counters, exactly repeatable) and
+    summary-only comparisons are left out: another server start would not change them."""
+    return [m.metric for m in cc.comparisons
+            if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+            and (d := cc.detail(m)) is not None and d.samples == "trials"]
+
+
+def decide_with_retries(
+    keys: Iterable[K],
+    compare: Callable[[K], CaseComparison | None],
+    run_more: Callable[[dict[K, int]], None],
+    *,
+    cap: int,
+    batch: int,
+) -> dict[K, InconclusiveRetry]:
+    """Add trials to the cases whose comparison is INCONCLUSIVE until it is decided or a
+    case reaches ``cap`` trials; return what was done per retried case.
+
+    ``compare(key)`` compares the case's trials so far against its baseline (None: there
+    is nothing to compare it with); ``run_more({key: n})`` runs ``n`` more trials of each
+    case named (interleaved, so drift lands on all alike). Rounds add ``batch`` trials (less
+    at the cap) to every still-INCONCLUSIVE case. Pure: all I/O is in the two callables.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be ≥ 1, not {batch}")
+    records: dict[K, InconclusiveRetry] = {}
+    for key in keys:
+        cc = compare(key)
+        if cc is None:
+            continue
+        triggered = inconclusive_metrics(cc)
+        if triggered:
+            records[key] = InconclusiveRetry(
+                initial_trials=cc.current_trials, trials=cc.current_trials, cap=cap,
+                batch=batch, triggered_by=triggered,
+                outcome={m: Verdict.INCONCLUSIVE.value for m in triggered})
+    stalled: set[K] = set()
+    while True:
+        todo = {k: min(batch, cap - r.trials) for k, r in records.items()
+                if r.still_inconclusive and r.trials < cap and k not in stalled}
+        if not todo:
+            return records
+        run_more(todo)
+        for key in todo:
+            cc = compare(key)
+            assert cc is not None, "a case compared before compares after more trials"
+            rec = records[key]
+            if cc.current_trials <= rec.trials:
+                stalled.add(key)  # run_more added nothing: never loop on it
+            verdicts = {m.metric: m.verdict.value for m in cc.comparisons}
+            records[key] = rec.model_copy(update={
+                "trials": cc.current_trials,
+                "rounds": rec.rounds + 1,
+                "outcome": {m: verdicts.get(m, Verdict.INCONCLUSIVE.value)
+                            for m in rec.triggered_by},
+            })

@@ -1,0 +1,127 @@
+"""``specperf power``: how many trials a baseline needs to catch a given effect.
+
+    specperf power --baseline FILE --effect 0.05 [--alpha 0.01] [--power 0.9] [--json]
+                   [--repeats N] [--history FILE ... | --no-history]
+
+Per case and metric (TTFT median, TPOT median, output throughput) of a baseline (or a run
+file): the observed CV, the trials per side that catch ``--effect`` with ``--power`` at
+the false-alarm rate ``--alpha``, the smallest effect the baseline's current repeats
+catch, and the simulated power of the real verdict rule at that many trials
+(specperf.analysis.power). The baseline's kept runs (its history) are pooled as the gate pools
+them, and the spread between them -- the noise of a server restart, which no number of
+trials in one run removes -- is part of every figure. Exit codes: 0 printed; 2 bad
+input (one line naming the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_power_command", "main", "run_power"]
+
+
+def add_power_command(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "power", help="trials needed to catch an effect, from a baseline's own noise",
+        description=__doc__.split("\n\n", 2)[2] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--baseline", required=True, metavar="FILE",
+                   help="a baseline (or run) JSON file with per-request samples")
+    p.add_argument("--effect", type=float, required=True,
+                   help="relative shift to catch, e.g. 0.05 for 5 %%")
+    p.add_argument("--alpha", type=float, default=0.01, help="false-alarm rate (default 0.01)")
+    p.add_argument("--power", type=float, default=0.9, help="wanted power (default 0.9)")
+    p.add_argument("--sim-trials", type=int, default=200,
+                   help="simulated experiments per figure (default 200; 0 = no simulation)")
+    p.add_argument("--repeats", type=int, default=None, metavar="N",
+                   help="trials the next run will have (default: the baseline's own): "
+                        "'catches ≥' and the simulated power are for N")
+    p.add_argument("--history", nargs="+", default=None, metavar="FILE",
+                   help="kept runs to pool with the baseline instead of its history "
+                        "directory (e.g. earlier run.json files)")
+    p.add_argument("--no-history", action="store_true",
+                   help="ignore the baseline's kept runs (history/<name>/*.json beside it); "
+                        "by default they are pooled as the gate pools them")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run_power)
+    return p
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v * 100:.1f} %"
+
+
+def run_power(args: argparse.Namespace) -> int:
+    from specperf.analysis.power import power_report
+    from specperf.store.baselines import load_history
+    from specperf.store.files import BaselineError, load_result
+
+    try:
+        result = load_result(args.baseline)
+        if args.no_history:
+            history = []
+        elif args.history:
+            history = [load_result(h) for h in args.history]
+        else:
+            history = load_history(Path(args.baseline))
+    except BaselineError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else f"{args.baseline}: unreadable"
+        print(f"specperf power: error: {first}", file=sys.stderr)
+        return 2
+    try:
+        report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
+                              simulate=args.sim_trials > 0, sim_trials=max(args.sim_trials, 1),
+                              source=str(args.baseline), history=history,
+                              repeats=args.repeats)
+    except ValueError as exc:
+        print(f"specperf power: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(report.model_dump_json(indent=1))
+        return 0
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Power for a {_pct(args.effect)} shift: α = {args.alpha:g}, "
+                        f"power {args.power:g} ({args.baseline})")
+    for col in ("case", "metric", "CV", "over", "n now", "runs", "between runs", "catches ≥",
+                "needed / run", "simulated power"):
+        table.add_column(col, justify="left" if col in ("case", "metric", "over") else "right")
+    notes: list[str] = []
+    for case in report.cases:
+        for i, m in enumerate(case.metrics):
+            sim = "—"
+            if m.simulated_power is not None:
+                sim = f"{m.simulated_power:.2f} @ n={m.simulated_n}"
+            table.add_row(
+                case.case if i == 0 else "", m.metric, _pct(m.cv), m.source or "—",
+                str(m.n) if m.source else "—", str(m.baseline_runs),
+                _pct(m.between_run_spread), _pct(m.detectable),
+                "—" if m.needed is None else str(m.needed), sim,
+            )
+            if m.note:
+                notes.append(f"{case.case} {m.metric}: {m.note}")
+    console = Console()
+    console.print(table)
+    console.print(
+        "needed: required_trials (normal approximation / Mann-Whitney efficiency); simulated "
+        f"power: the real verdict rule at max(needed, {report.min_trials}) per side against "
+        "the metric's minimum effect (TTFT 10 %, TPOT 5 %, throughput 3 %).",
+        highlight=False,
+    )
+    for note in dict.fromkeys(notes):
+        console.print(f"• {note}", highlight=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="specperf")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_power_command(sub)
+    args = parser.parse_args(["power", *(argv if argv is not None else sys.argv[1:])])
+    return int(args.func(args))

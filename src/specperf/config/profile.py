@@ -1,0 +1,429 @@
+"""Profiles: the data that says what to run and what to assert.
+
+A profile is a TOML file validated by pydantic. Unknown keys are errors, and every
+error names the file, the field and what to do about it, because a typo in a gate
+silently disabling that gate is the worst failure a regression suite can have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import typing
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specperf.config.rules import CompareRules
+from specperf.config.tiny_models import TinyModelsSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: Where `--perf-profile NAME` looks when NAME is not a path.
+PROFILE_DIRS = (Path("perf_tests") / "profiles",)
+TINY_PREFIX = "tiny:"
+CONFIG_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used, with a message naming file, field and fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- workload -------------------------------------------------------------------
+
+
+class SyntheticWorkload(_Strict):
+    """Prompts of pseudo-words generated from a seed: no dataset, same text everywhere."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    seed: int = 0
+    num_prompts: int = Field(32, ge=1)
+    input_words: int = Field(32, ge=1, description="words per prompt (roughly tokens)")
+
+
+class ShareGPTWorkload(_Strict):
+    """ShareGPT-format JSON: a list of {"conversations": [{"from": "human", "value": ...}, ...]}."""
+
+    kind: Literal["sharegpt"] = "sharegpt"
+    path: str | None = Field(
+        None, description="relative to the profile file; SPECPERF_SHAREGPT or --perf-dataset override"
+    )
+    seed: int = 0
+    num_prompts: int = Field(1000, ge=1)
+    max_input_chars: int = Field(8000, ge=1)
+
+
+Workload = Annotated[SyntheticWorkload | ShareGPTWorkload, Field(discriminator="kind")]
+
+
+class Sampling(_Strict):
+    """Always sent explicitly: server and benchmark defaults change between vLLM versions."""
+
+    temperature: float = Field(0.0, ge=0.0)
+    seed: int = 0
+    max_tokens: int = Field(64, ge=2)
+    ignore_eos: bool = Field(True, description="fixed output lengths make runs comparable")
+
+
+class Load(_Strict):
+    requests: int = Field(16, ge=1, description="measured requests per case")
+    min_requests_per_stream: int = Field(
+        0, ge=0, description="at concurrency c, at least c × this many requests are sent"
+    )
+    warmup_requests: int = Field(2, ge=0, description="sent before each case, not counted")
+    error_budget: float = Field(0.0, ge=0.0, le=1.0, description="fraction of requests allowed to fail")
+    request_timeout_s: float = Field(300.0, gt=0)
+    # The contention guard (specperf.engine.contention): a trial during which other processes
+    # used more than this many cores is measured again. 0.25 because on the 2-core CPU
+    # runner a quarter core of foreign load already moved TPOT by more than 10 %, more
+    # than the 5 % a comparison calls a change; a GPU host with many idle cores can
+    # afford more. 0 or less turns the guard off (--perf-max-outside-cores overrides).
+    max_outside_cores: float = Field(
+        0.25, description="re-measure a trial when other processes used more cores than this; "
+                          "≤ 0 = off")
+    contended_retries: int = Field(
+        2, ge=0, description="re-measurements of a contended trial before it is kept, flagged")
+
+    def requests_at(self, concurrency: int) -> int:
+        return max(self.requests, concurrency * self.min_requests_per_stream)
+
+
+# --- gates ----------------------------------------------------------------------
+
+
+class AcceptanceGate(_Strict):
+    min_rate: float | None = Field(None, ge=0.0, le=1.0, description="floor for the overall rate")
+    min_per_position: list[float] | None = Field(
+        None, description="floor per draft position (0-based); shorter than k is fine"
+    )
+    baseline_tolerance: float = Field(
+        0.02, ge=0.0, description="absolute: current may not fall below baseline − this"
+    )
+
+    @field_validator("min_per_position")
+    @classmethod
+    def _rates(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and any(not 0.0 <= x <= 1.0 for x in v):
+            raise ValueError("every per-position floor must be between 0 and 1")
+        return v
+
+
+class TpotGainGate(_Strict):
+    """At low concurrency, spec decoding must beat no-spec TPOT measured in the same run."""
+
+    max_concurrency: int = Field(1, ge=1, description="the gate applies at concurrencies ≤ this")
+    min_ratio: float = Field(1.0, gt=0, description="no-spec median TPOT / spec median TPOT")
+    min_ratio_by_concurrency: dict[int, float] = Field(
+        default_factory=dict, description="overrides min_ratio at a given concurrency"
+    )
+
+    def ratio_at(self, concurrency: int) -> float:
+        return self.min_ratio_by_concurrency.get(concurrency, self.min_ratio)
+
+
+class BudgetGate(_Strict):
+    """At high concurrency, TTFT and output throughput against the stored baseline."""
+
+    min_concurrency: int = Field(1, ge=1, description="the gate applies at concurrencies ≥ this")
+    ttft_tolerance: float = Field(0.25, ge=0.0, description="median TTFT ≤ baseline × (1 + this)")
+    throughput_tolerance: float = Field(
+        0.15, ge=0.0, le=1.0, description="output tok/s ≥ baseline × (1 − this)"
+    )
+
+
+class Gates(_Strict):
+    acceptance: AcceptanceGate | None = None
+    tpot_gain: TpotGainGate | None = None
+    budgets: BudgetGate | None = None
+
+    def merged(self, override: Gates | None) -> Gates:
+        """Per-server-config gates replace the profile's, table by table."""
+        if override is None:
+            return self
+        data = self.model_dump()
+        for name in override.model_fields_set:
+            data[name] = getattr(override, name).model_dump() if getattr(override, name) else None
+        return Gates.model_validate(data)
+
+
+# --- server configs -------------------------------------------------------------
+
+
+class ServerConfig(_Strict):
+    id: str = Field(description="short, used in test ids: lower-case letters, digits, . _ -")
+    speculative_config: dict[str, Any] | None = Field(
+        None, description="passed to vLLM verbatim as --speculative-config; none = no-spec baseline"
+    )
+    label: str | None = Field(None, description="legend label in plots (default: id)")
+    serve_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    gates: Gates | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not CONFIG_ID.match(v):
+            raise ValueError(f"{v!r} is not a usable id: use lower-case letters, digits, '.', '_', '-'")
+        return v
+
+    @property
+    def is_spec(self) -> bool:
+        return self.speculative_config is not None
+
+    @property
+    def num_speculative_tokens(self) -> int | None:
+        if self.speculative_config is None:
+            return None
+        k = self.speculative_config.get("num_speculative_tokens")
+        return int(k) if k is not None else None
+
+    @property
+    def draft_model(self) -> str | None:
+        if self.speculative_config is None:
+            return None
+        m = self.speculative_config.get("model")
+        return str(m) if m is not None else None
+
+
+class Profile(_Strict):
+    name: str
+    description: str = ""
+    target: str = Field(description="HF id, local path, or 'tiny:target' for a generated model")
+    serve_args: list[str] = Field(default_factory=list, description="for every server config")
+    env: dict[str, str] = Field(default_factory=dict, description="for every server config")
+    startup_timeout_s: float = Field(600.0, gt=0)
+    concurrencies: list[int] = Field(min_length=1)
+    repeats: int = Field(1, ge=1, description="trials per case")
+    workload: Workload = SyntheticWorkload()
+    sampling: Sampling = Sampling()
+    load: Load = Load()
+    gates: Gates = Gates()
+    tiny: TinyModelsSpec | None = Field(None, description="models generated locally (CPU profiles)")
+    compare: CompareRules = Field(
+        default_factory=CompareRules,
+        description="how a run is compared with its baseline: per-metric direction and "
+                    "minimum effect, alpha, ... (absent: specperf.analysis.compare's defaults)",
+    )
+    server_configs: list[ServerConfig] = Field(min_length=1)
+
+    #: Set by load_profile; not part of the file.
+    source: Path | None = Field(None, exclude=True)
+
+    @field_validator("concurrencies")
+    @classmethod
+    def _concurrencies(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise ValueError("concurrencies must be ≥ 1")
+        if len(set(v)) != len(v):
+            raise ValueError("concurrencies must not repeat")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        ids = [c.id for c in self.server_configs]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"server config ids must be unique; repeated: {', '.join(dupes)}")
+        baselines = [c.id for c in self.server_configs if not c.is_spec]
+        if len(baselines) > 1:
+            raise ValueError(
+                f"at most one server config may have no speculative_config (found {baselines})"
+            )
+        refs = [self.target] + [c.draft_model or "" for c in self.server_configs]
+        tiny_refs = {r[len(TINY_PREFIX):] for r in refs if r.startswith(TINY_PREFIX)}
+        if tiny_refs and self.tiny is None:
+            raise ValueError("models named 'tiny:…' need a [tiny] table describing them")
+        if self.tiny is not None:
+            known = {"target", *self.tiny.drafts}
+            unknown = sorted(tiny_refs - known)
+            if unknown:
+                raise ValueError(
+                    f"tiny model(s) {unknown} are not defined; defined: {sorted(known)}"
+                )
+        for c in self.server_configs:
+            g = self.gates_for(c)
+            if g.tpot_gain is not None and c.is_spec and not baselines:
+                raise ValueError(
+                    f"server config {c.id!r} has a tpot_gain gate but the profile has no "
+                    "no-spec server config to compare with"
+                )
+        return self
+
+    # -- derived ------------------------------------------------------------------
+
+    @property
+    def nospec(self) -> ServerConfig | None:
+        return next((c for c in self.server_configs if not c.is_spec), None)
+
+    def config(self, config_id: str) -> ServerConfig:
+        for c in self.server_configs:
+            if c.id == config_id:
+                return c
+        raise KeyError(config_id)
+
+    def gates_for(self, config: ServerConfig) -> Gates:
+        return self.gates.merged(config.gates)
+
+    # Gates, comparison rules, labels, descriptions and timeouts change what is asserted
+    # or shown, not what is measured, so they are left out of the hashes: tightening a
+    # floor or a minimum effect keeps the baseline comparable; changing a model, an
+    # argument or the workload does not.
+    _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
+                                       "source", "server_configs", "concurrencies"}
+    # The contention guard decides which attempts are kept, not what an attempt measures.
+    _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries"}
+
+    def hash(self) -> str:
+        """Stable hash of everything that changes what is measured, for the whole matrix."""
+        data = self._measured()
+        data["server_configs"] = [self._config_measured(c) for c in self.server_configs]
+        data["concurrencies"] = self.concurrencies
+        return _digest(data)
+
+    def config_hash(self, config: ServerConfig) -> str:
+        """Hash of what one server config's cases measure: a baseline case recorded under
+        another hash is not comparable, while other configs' cases stay usable."""
+        return _digest({**self._measured(), "server_config": self._config_measured(config)})
+
+    def _measured(self) -> dict[str, Any]:
+        exclude: dict[str, Any] = dict.fromkeys(self._UNMEASURED, True)
+        exclude["load"] = self._UNMEASURED_LOAD
+        return self.model_dump(mode="json", exclude=exclude)
+
+    @staticmethod
+    def _config_measured(config: ServerConfig) -> dict[str, Any]:
+        return config.model_dump(mode="json", exclude={"label", "gates"})
+
+    def dataset_path(self, override: str | None = None) -> Path | None:
+        if not isinstance(self.workload, ShareGPTWorkload):
+            return None
+        raw = override or self.workload.path
+        if raw is None:
+            return None
+        p = Path(raw).expanduser()
+        if not p.is_absolute() and self.source is not None and override is None:
+            p = self.source.parent / p
+        return p
+
+
+def _digest(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --- loading --------------------------------------------------------------------
+
+_FIX_HINTS = {
+    "extra_forbidden": "remove it or check its spelling; allowed here: {allowed}",
+    "missing": "add it",
+    "union_tag_invalid": "use kind = \"synthetic\" or kind = \"sharegpt\"",
+}
+
+
+def _field_path(loc: tuple[Any, ...], data: Any) -> str:
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            if isinstance(node, list) and item < len(node) and isinstance(node[item], dict):
+                cid = node[item].get("id")
+                if cid:
+                    label = f"[{item}] (id {cid!r})"
+            parts.append(label)
+        else:
+            parts.append(("." if parts else "") + str(item))
+        node = node[item] if isinstance(node, (dict, list)) and _has(node, item) else None
+    return "".join(parts) or "(top level)"
+
+
+def _has(node: Any, key: Any) -> bool:
+    if isinstance(node, dict):
+        return key in node
+    return isinstance(key, int) and key < len(node)
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> str:
+    model: Any = Profile
+    keyed = False  # the next item is a key of a dict of models (compare.metrics.<key>)
+    for item in loc[:-1]:
+        if isinstance(item, int) or model is None:
+            continue
+        if keyed:
+            keyed = False
+            continue
+        field = getattr(model, "model_fields", {}).get(item)
+        if field is None:
+            return "see the profile reference in README"
+        model = _model_of(field.annotation)
+        keyed = typing.get_origin(field.annotation) is dict
+    if model is None or not hasattr(model, "model_fields"):
+        return "see the profile reference in README"
+    return ", ".join(model.model_fields)
+
+
+def _model_of(annotation: Any) -> Any:
+    for arg in (annotation, *typing.get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+        for inner in typing.get_args(arg):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return None
+
+
+def format_validation_error(path: Path, err: ValidationError, data: Any) -> str:
+    lines = [f"{path}: invalid profile ({err.error_count()} problem(s))"]
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        where = _field_path(loc, data)
+        hint = _FIX_HINTS.get(e["type"], "")
+        if "{allowed}" in hint:
+            hint = hint.format(allowed=_allowed_keys(loc))
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"  field `{where}`: {msg}" + (f" — fix: {hint}" if hint else ""))
+    return "\n".join(lines)
+
+
+def resolve_profile_path(name_or_path: str, rootdir: Path | None = None) -> Path:
+    p = Path(name_or_path).expanduser()
+    if p.suffix == ".toml" or p.exists():
+        if not p.exists():
+            raise ProfileError(f"{p}: profile file not found")
+        return p
+    roots = [rootdir or Path.cwd()]
+    for root in roots:
+        for d in PROFILE_DIRS:
+            cand = root / d / f"{name_or_path}.toml"
+            if cand.exists():
+                return cand
+    known = sorted({q.stem for root in roots for d in PROFILE_DIRS for q in (root / d).glob("*.toml")})
+    raise ProfileError(
+        f"no profile named {name_or_path!r}; known: {', '.join(known) or '(none)'} "
+        "— pass a name from perf_tests/profiles or a path to a .toml file"
+    )
+
+
+def load_profile(name_or_path: str | Path, rootdir: Path | None = None) -> Profile:
+    path = resolve_profile_path(str(name_or_path), rootdir)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc}") from None
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(format_validation_error(path, exc, data)) from None
+    return profile.model_copy(update={"source": path.resolve()})

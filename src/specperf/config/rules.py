@@ -1,0 +1,178 @@
+"""How a run is compared with its baseline: the ``[compare]`` rules a profile sets and
+a run file records (:class:`CompareRules`), one rule per metric.
+
+Here, in config, because a profile sets them and a run file records the rules it was
+judged with (``RunResult.compare_rules``); neither should need scipy to load. The
+statistics that apply them are :mod:`specperf.analysis.compare`; docs/statistics.md
+explains them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Direction(str, Enum):
+    """Which way of the metric is good."""
+
+    LOWER_IS_BETTER = "lower_is_better"  # latencies: TTFT, TPOT, ITL
+    HIGHER_IS_BETTER = "higher_is_better"  # throughput, acceptance rate
+
+
+#: How a profile may spell a direction besides the enum's values.
+_DIRECTION_WORDS = {"lower": Direction.LOWER_IS_BETTER, "higher": Direction.HIGHER_IS_BETTER}
+
+MetricKey = Literal["ttft", "tpot", "e2e", "output_throughput", "acceptance_rate"]
+METRIC_KEYS: tuple[MetricKey, ...] = ("ttft", "tpot", "e2e", "output_throughput",
+                                      "acceptance_rate")
+
+
+class MetricRule(_Model):
+    """How one metric is compared. ``min_effect`` is relative, except for rates (absolute)."""
+
+    name: str = Field(description="the metric name in Comparisons and reports")
+    unit: str = ""
+    direction: Direction = Field(description='"lower" / "higher" (is better) in a profile')
+    statistic: Literal["median", "mean", "rate"]
+    min_effect: float = Field(ge=0.0)
+    enabled: bool = True
+
+    @field_validator("direction", mode="before")
+    @classmethod
+    def _direction_word(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        if v not in _DIRECTION_WORDS and v not in {d.value for d in Direction}:
+            raise ValueError(f'{v!r} is not a direction — fix: use "lower" or "higher" (which '
+                             "way is better)")
+        return _DIRECTION_WORDS.get(v, v)
+
+
+def default_metric_rules() -> dict[MetricKey, MetricRule]:
+    lower, higher = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
+    return {
+        "ttft": MetricRule(name="TTFT", unit="ms", direction=lower, statistic="median",
+                           min_effect=0.10),
+        "tpot": MetricRule(name="TPOT", unit="ms", direction=lower, statistic="median",
+                           min_effect=0.05),
+        "e2e": MetricRule(name="E2E", unit="ms", direction=lower, statistic="median",
+                          min_effect=0.05),
+        "output_throughput": MetricRule(name="output throughput", unit="tok/s",
+                                        direction=higher, statistic="mean", min_effect=0.03),
+        "acceptance_rate": MetricRule(name="acceptance_rate", unit="", direction=higher,
+                                      statistic="rate", min_effect=0.0005),
+    }
+
+
+#: The budget gate's defaults (profile.BudgetGate: TTFT +25 %, throughput -15 %): single
+#: runs on a CPU runner vary by 5-12 % (TTFT up to 16 %).
+DEFAULT_BUDGETS: dict[MetricKey, float] = {
+    "ttft": 0.25, "tpot": 0.15, "e2e": 0.15, "output_throughput": 0.15,
+}
+
+
+def _effect(value: float, absolute: bool) -> str:
+    return f"{value:g}" if absolute else f"{value * 100:g} %"
+
+
+class CompareRules(_Model):
+    """The comparison's knobs; a profile's ``[compare]`` table overrides any of them
+    (unknown keys are errors). A metric table names only what it changes, e.g.
+    ``[compare.metrics.tpot] min_effect = 0.08``: the rest comes from that metric's
+    defaults."""
+
+    metrics: dict[MetricKey, MetricRule] = Field(default_factory=default_metric_rules)
+    per_position: bool = Field(True, description="also compare acceptance per draft position")
+    alpha: float = Field(0.01, gt=0.0, lt=1.0, description="Mann-Whitney significance level")
+    confidence: float = Field(0.95, gt=0.0, lt=1.0, description="bootstrap CI level")
+    n_resamples: int = Field(2000, ge=100)
+    seed: int = 0
+    min_trials: int = Field(
+        5, ge=2, description="trials per side needed to compare per-trial values"
+    )
+    baseline_runs: int = Field(
+        5, ge=1,
+        description="how many kept baseline runs (the baseline and its newest history "
+                    "entries of the same hardware, profile and server config) the gate "
+                    "pools: their trials form the baseline sample and the spread of their "
+                    "centres is the between-run noise the interval includes; 1 = the "
+                    "baseline file alone",
+    )
+    confirm_on_fresh_server: bool = Field(
+        True,
+        description="when a case's latency or throughput is flagged against the baseline, "
+                    "start its server again and measure the case on the fresh one too; the "
+                    "flag stands only if the fresh start shows it as well, so one server "
+                    "start's own offset (4.6-8.6 % on a 2-core CPU) is not mistaken for a "
+                    "change of vLLM",
+    )
+    budget_tolerance: dict[MetricKey, float] = Field(
+        default_factory=lambda: dict(DEFAULT_BUDGETS),
+        description="relative budget of the no-interval rule: throughput with fewer than "
+                    "min_trials trials, latency when a side has no samples",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _over_defaults(cls, data: Any) -> Any:
+        """Fill each given metric's missing fields from its defaults (and the budgets
+        not given from theirs), so a recorded rule set is complete and explicit."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        given = data.get("metrics")
+        if isinstance(given, dict):
+            unknown = sorted(str(k) for k in given if k not in METRIC_KEYS)
+            if unknown:
+                raise ValueError(
+                    f"unknown metric(s) {', '.join(unknown)} under `metrics` — fix: use "
+                    f"{', '.join(METRIC_KEYS)}")
+            metrics: dict[str, Any] = dict(default_metric_rules())
+            for key, rule in given.items():
+                if isinstance(rule, dict):
+                    rule = {**metrics[key].model_dump(), **rule}
+                metrics[key] = rule
+            out["metrics"] = metrics
+        budgets = data.get("budget_tolerance")
+        if isinstance(budgets, dict):
+            out["budget_tolerance"] = {**DEFAULT_BUDGETS, **budgets}
+        return out
+
+    def rule(self, key: MetricKey) -> MetricRule:
+        rule = self.metrics.get(key)
+        return rule if rule is not None else default_metric_rules()[key]
+
+    def budget(self, key: MetricKey) -> float:
+        return self.budget_tolerance.get(key, DEFAULT_BUDGETS.get(key, 0.15))
+
+    def changes(self) -> list[str]:
+        """What differs from the defaults, in words (empty when nothing does)."""
+        default = CompareRules()
+        out = []
+        for key in METRIC_KEYS:
+            mine, std = self.rule(key), default.rule(key)
+            if not mine.enabled and std.enabled:
+                out.append(f"{mine.name} not compared")
+                continue
+            if mine.min_effect != std.min_effect:
+                absolute = mine.statistic == "rate"  # rates: an absolute tolerance
+                out.append(f"{mine.name} minimum effect {_effect(mine.min_effect, absolute)} "
+                           f"(default {_effect(std.min_effect, absolute)})")
+            if mine.direction != std.direction:
+                out.append(f"{mine.name} {mine.direction.value.replace('_', ' ')}")
+            if mine.statistic != std.statistic:
+                out.append(f"{mine.name} statistic {mine.statistic} (default {std.statistic})")
+        for name in ("alpha", "confidence", "min_trials", "per_position", "n_resamples", "seed"):
+            if getattr(self, name) != getattr(default, name):
+                out.append(f"{name} {getattr(self, name)} (default {getattr(default, name)})")
+        for key, tol in self.budget_tolerance.items():
+            if tol != default.budget(key):
+                out.append(f"{key} budget {tol * 100:g} % (default {default.budget(key) * 100:g} %)")
+        return out

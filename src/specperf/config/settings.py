@@ -1,0 +1,91 @@
+"""Every environment variable specperf reads, in one place, and the defaults that go with them.
+
+Code asks :func:`current` for a :class:`Settings` instead of reading ``os.environ`` itself:
+the names, their meaning and their defaults live here once (docs/profiles.md lists them
+for users). :func:`current` reads the environment when called, so a test that sets a
+variable with ``monkeypatch.setenv`` sees it; nothing caches a stale value.
+
+Child processes (vLLM servers, pytest runs started by the upgrade A/B) get a copy of the
+whole environment: that pass-through is not a setting and stays with the code that
+starts them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The profile a run uses when none is named: the CPU one without a GPU, else the A100 one.
+DEFAULT_CPU_PROFILE = "cpu-tiny"
+DEFAULT_GPU_PROFILE = "a100-qwen3-32b"
+
+
+def _env(name: str) -> Field:  # type: ignore[valid-type]
+    return Field(None, validation_alias=AliasChoices(name))
+
+
+class Settings(BaseSettings):
+    """What the environment says; None where a variable is unset or empty."""
+
+    model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore",
+                                      populate_by_name=False)
+
+    # -- a perf run (command-line options win over these) --
+    profile: str | None = _env("SPECPERF_PROFILE")
+    """Profile name or path, as --perf-profile."""
+    models_cache: Path | None = _env("SPECPERF_MODELS_CACHE")
+    """Where generated tiny models are cached, as --perf-models-cache."""
+    sharegpt: str | None = _env("SPECPERF_SHAREGPT")
+    """A ShareGPT JSON file, as --perf-dataset."""
+    sharegpt_url: str | None = _env("SPECPERF_SHAREGPT_URL")
+    """Where `specperf fetch-sharegpt` downloads from (a mirror; a local server in tests)."""
+
+    # -- fault injection, for gate experiments only (docs/validation.md) --
+    proxy_delay_ms: float | None = _env("SPECPERF_PROXY_DELAY_MS")
+    """Send the load through a proxy that delays every streamed chunk by this much."""
+    proxy_configs: str | None = _env("SPECPERF_PROXY_CONFIGS")
+    """Comma-separated server config ids the proxy applies to (default: every spec config)."""
+
+    # -- GitHub Actions --
+    github_step_summary: Path | None = _env("GITHUB_STEP_SUMMARY")
+    github_server_url: str | None = _env("GITHUB_SERVER_URL")
+    github_repository: str | None = _env("GITHUB_REPOSITORY")
+    github_run_id: str | None = _env("GITHUB_RUN_ID")
+
+    # -- the terminal (https://no-color.org, FORCE_COLOR, TERM, COLUMNS) --
+    no_color: bool = Field(False, validation_alias=AliasChoices("NO_COLOR"))
+    force_color: bool = Field(False, validation_alias=AliasChoices("FORCE_COLOR"))
+    term: str | None = _env("TERM")
+    columns: int | None = _env("COLUMNS")
+
+    @field_validator("no_color", "force_color", mode="before")
+    @classmethod
+    def _any_value_is_on(cls, v: object) -> bool:
+        # NO_COLOR / FORCE_COLOR: set to anything non-empty means on (no-color.org).
+        return bool(v)
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _columns_or_none(cls, v: object) -> int | None:
+        try:
+            return int(str(v))
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def fault_injection(self) -> bool:
+        return bool(self.proxy_delay_ms)
+
+    def proxy_config_ids(self) -> list[str]:
+        return [c for c in (self.proxy_configs or "").split(",") if c]
+
+
+def current() -> Settings:
+    """The settings as the environment has them now.
+
+    A malformed value (SPECPERF_PROXY_DELAY_MS=abc) raises pydantic's ValidationError,
+    which names the variable.
+    """
+    return Settings()

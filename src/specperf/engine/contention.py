@@ -1,0 +1,226 @@
+"""The contention guard: how much CPU *other* processes used while a trial ran.
+
+On a shared machine (a CPU CI runner, a GPU host whose CPU-side scheduler and tokenizer
+also matter) a noisy neighbour slows a trial down exactly like a vLLM regression would.
+Around every trial the suite takes a :class:`CpuSnapshot` -- the machine's busy CPU time
+(``/proc/stat``), the CPU time of the vLLM servers' process trees and of the suite's own
+process (``/proc/PID/stat``) -- and the difference says how many cores' worth of foreign
+processes ran meanwhile::
+
+    outside_cores = (Δ busy − Δ server trees − Δ own) / (ticks per second × wall seconds)
+
+A trial above the profile's ``load.max_outside_cores`` is measured again (up to
+``load.contended_retries`` times); one still above it after that is kept and marked
+``contended``, and the reports and ``specperf compare`` say so.
+
+The arithmetic and the parsing are pure functions of the /proc texts; :func:`take_snapshot`
+is the thin reader. Where /proc is missing or unreadable (not Linux, a locked-down
+container) the load is unknown (None), never an error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from specperf.schemas import Trial
+
+__all__ = [
+    "CpuSnapshot",
+    "ProcStat",
+    "is_contended",
+    "measure_guarded",
+    "outside_cores",
+    "parse_pid_stat",
+    "parse_system_busy",
+    "take_snapshot",
+    "tree_ticks",
+]
+
+PROC = "/proc"
+
+# /proc/stat "cpu" line: user nice system idle iowait irq softirq steal guest guest_nice.
+# guest and guest_nice are already inside user and nice, so they are not added again;
+# steal (time the hypervisor gave to other guests) is foreign load like any other.
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_system_busy(proc_stat: str) -> int:
+    """Busy jiffies over all CPUs from the text of /proc/stat: user + nice + system + irq
+    + softirq + steal (idle and iowait are idle)."""
+    for line in proc_stat.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            values = [int(x) for x in parts[1:]]
+            return sum(values[i] for i in _BUSY_FIELDS if i < len(values))
+    raise ValueError("no aggregate 'cpu' line in /proc/stat")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """What the guard needs of one /proc/PID/stat, in clock ticks."""
+
+    pid: int
+    ppid: int
+    utime: int
+    stime: int
+    #: CPU time of its children that have exited and been waited for: where a process's
+    #: ticks go when it ends during a trial, so they are not lost from the tree.
+    cutime: int
+    cstime: int
+
+
+def parse_pid_stat(text: str) -> ProcStat:
+    """One /proc/PID/stat line. The command name (field 2) is in parentheses and may hold
+    spaces and parentheses itself, so the fields are counted from the last ')'."""
+    head, sep, rest = text.rpartition(")")
+    if not sep:
+        raise ValueError(f"not a /proc/PID/stat line: {text[:80]!r}")
+    pid = int(head.split("(", 1)[0])
+    f = rest.split()
+    # After the name: state(3) ppid(4) … utime(14) stime(15) cutime(16) cstime(17).
+    return ProcStat(pid=pid, ppid=int(f[1]), utime=int(f[11]), stime=int(f[12]),
+                    cutime=int(f[13]), cstime=int(f[14]))
+
+
+def tree_ticks(procs: Mapping[int, ProcStat], roots: Iterable[int]) -> int:
+    """CPU ticks of the processes ``roots`` and all their descendants (by ppid), counting
+    reaped children through their parent's cutime/cstime. Roots that are gone count 0."""
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    seen: set[int] = set()
+    stack = [r for r in roots if r in procs]
+    total = 0
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        p = procs[pid]
+        total += p.utime + p.stime + p.cutime + p.cstime
+        stack.extend(children.get(pid, ()))
+    return total
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """CPU time at one instant, in clock ticks, and the monotonic wall clock in seconds."""
+
+    wall_s: float
+    system_busy: int
+    server_tree: int
+    own: int
+
+
+def outside_cores(before: CpuSnapshot, after: CpuSnapshot, ticks_per_s: float) -> float | None:
+    """Cores' worth of other processes between two snapshots; None if no time passed.
+
+    Clamped at 0: ticks are sampled per process, so a quiet machine can come out a tick
+    or two below zero, which means "nothing", not "negative load"."""
+    wall = after.wall_s - before.wall_s
+    if wall <= 0 or ticks_per_s <= 0:
+        return None
+    other = ((after.system_busy - before.system_busy) - (after.server_tree - before.server_tree)
+             - (after.own - before.own))
+    return max(0.0, other / (ticks_per_s * wall))
+
+
+def is_contended(outside: float | None, max_outside_cores: float | None) -> bool:
+    """Over the limit? An unknown load, or a limit that is None or ≤ 0 (guard off), is not."""
+    if outside is None or max_outside_cores is None or max_outside_cores <= 0:
+        return False
+    return outside > max_outside_cores
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read()
+
+
+def read_procs(proc: str = PROC) -> dict[int, ProcStat]:
+    """Every process's stat; processes that end while being read are skipped."""
+    out: dict[int, ProcStat] = {}
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            p = parse_pid_stat(_read(f"{proc}/{name}/stat"))
+        except (OSError, ValueError, IndexError):
+            continue
+        out[p.pid] = p
+    return out
+
+
+def ticks_per_second() -> float | None:
+    try:
+        return float(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def take_snapshot(server_pids: Sequence[int], proc: str = PROC) -> CpuSnapshot | None:
+    """The machine's, the servers' trees' and this process's CPU time now; None where
+    /proc cannot tell (not Linux, unreadable)."""
+    if not sys.platform.startswith("linux") or not os.path.isdir(proc):
+        return None
+    try:
+        wall = time.monotonic()
+        busy = parse_system_busy(_read(f"{proc}/stat"))
+        procs = read_procs(proc)
+    except (OSError, ValueError):
+        return None
+    me = procs.get(os.getpid())
+    if me is None:
+        return None
+    # Our own children are the servers (counted in their trees); only our own ticks here.
+    return CpuSnapshot(wall_s=wall, system_busy=busy, server_tree=tree_ticks(procs, server_pids),
+                       own=me.utime + me.stime)
+
+
+def measured_outside_cores(before: CpuSnapshot | None, after: CpuSnapshot | None) -> float | None:
+    if before is None or after is None:
+        return None
+    tps = ticks_per_second()
+    return None if tps is None else outside_cores(before, after, tps)
+
+
+# --------------------------------------------------------------------------- the guard
+
+
+def measure_guarded(
+    attempt: Callable[[int], Trial],
+    max_outside_cores: float | None,
+    retries: int,
+    on_discard: Callable[[Trial, int], None] | None = None,
+) -> Trial:
+    """Run ``attempt(n)`` (n = 0, 1, …) until a trial is not contended, at most
+    ``retries`` extra times. The kept trial lists the outside load of the attempts it
+    replaced (``remeasured_outside_cores``); if the last one is still over the limit it is
+    kept and marked ``contended`` -- a run is never lost to a busy neighbour, only flagged.
+    ``on_discard(trial, n)`` is told about each discarded attempt before attempt n runs."""
+    discarded: list[float] = []
+    n = 0
+    while True:
+        trial = attempt(n)
+        over = is_contended(trial.outside_cores, max_outside_cores)
+        if not over or n >= retries:
+            return trial.model_copy(update={"remeasured_outside_cores": discarded,
+                                            "contended": over})
+        assert trial.outside_cores is not None
+        discarded.append(trial.outside_cores)
+        n += 1
+        if on_discard is not None:
+            on_discard(trial, n)

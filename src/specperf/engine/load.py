@@ -1,0 +1,147 @@
+"""The load client: streamed /v1/completions at a fixed concurrency.
+
+One aiohttp session, a semaphore for concurrency, requests in a fixed order over a
+fixed prompt list. Per request it records time to first token (first chunk that
+carries text), end-to-end latency, streamed chunk count, and token counts from the
+final `usage` chunk (`stream_options.include_usage`), because chunks carry several
+tokens each and counting chunks would under-count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+
+import aiohttp
+
+from specperf.config.profile import Sampling
+from specperf.schemas import LoadResult, RequestSample
+
+
+def completion_body(model: str, prompt: str, sampling: Sampling) -> dict[str, object]:
+    # Everything that changes the output is sent explicitly: benchmark and server
+    # defaults for temperature and seed have changed between vLLM versions.
+    return {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "seed": sampling.seed,
+        "ignore_eos": sampling.ignore_eos,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+async def _one_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, object],
+    t_origin: float,
+) -> RequestSample:
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    chunks = 0
+    usage: dict[str, int] | None = None
+    try:
+        async with session.post(url, json=body) as resp:
+            if resp.status != 200:
+                text = (await resp.text())[:300]
+                return RequestSample(
+                    ok=False, start_s=t0 - t_origin, error=f"HTTP {resp.status}: {text}"
+                )
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    break
+                event = json.loads(payload)
+                if "error" in event:
+                    raise RuntimeError(f"stream error: {event['error']}")
+                choices = event.get("choices") or []
+                if choices and choices[0].get("text"):
+                    chunks += 1
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                if event.get("usage"):
+                    usage = event["usage"]
+        e2e = time.perf_counter() - t0
+    except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError, ValueError) as exc:
+        return RequestSample(
+            ok=False, start_s=t0 - t_origin, chunks=chunks, error=f"{type(exc).__name__}: {exc}"
+        )
+    if usage is None:
+        return RequestSample(
+            ok=False, start_s=t0 - t_origin, chunks=chunks, error="stream ended without usage"
+        )
+    out_tokens = int(usage.get("completion_tokens") or 0)
+    if ttft is None:
+        return RequestSample(
+            ok=False, start_s=t0 - t_origin, chunks=chunks, error="no text was streamed"
+        )
+    return RequestSample(
+        ok=True,
+        start_s=t0 - t_origin,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        output_tokens=out_tokens,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        chunks=chunks,
+    )
+
+
+async def run_load_async(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    sampling: Sampling,
+    concurrency: int,
+    n_requests: int,
+    warmup_requests: int = 0,
+    request_timeout_s: float = 300.0,
+    prompt_offset: int = 0,
+    on_request: Callable[[RequestSample], None] | None = None,
+) -> LoadResult:
+    """``on_request`` is called on the event loop with each measured request's sample as
+    it finishes (not for warmup requests), e.g. to advance a progress bar; keep it cheap,
+    other streams are being timed meanwhile."""
+    if not prompts:
+        raise ValueError("no prompts")
+    url = f"{base_url}/v1/completions"
+    timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+    connector = aiohttp.TCPConnector(limit=max(concurrency, 1) + 1)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        # Warmup uses prompts from the end of the list so it does not prime the
+        # prefix cache for the measured requests.
+        for i in range(warmup_requests):
+            body = completion_body(model, prompts[-1 - (i % len(prompts))], sampling)
+            await _one_request(session, url, body, time.perf_counter())
+        sem = asyncio.Semaphore(concurrency)
+        t_origin = time.perf_counter()
+
+        async def bounded(i: int) -> RequestSample:
+            async with sem:
+                prompt = prompts[(prompt_offset + i) % len(prompts)]
+                sample = await _one_request(
+                    session, url, completion_body(model, prompt, sampling), t_origin
+                )
+            if on_request is not None:
+                on_request(sample)
+            return sample
+
+        samples = await asyncio.gather(*(bounded(i) for i in range(n_requests)))
+        duration = time.perf_counter() - t_origin
+    return LoadResult(
+        concurrency=concurrency,
+        samples=list(samples),
+        duration_s=duration,
+        warmup_requests=warmup_requests,
+    )
+
+
+def run_load(*args: object, **kwargs: object) -> LoadResult:
+    return asyncio.run(run_load_async(*args, **kwargs))  # type: ignore[arg-type]

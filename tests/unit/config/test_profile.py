@@ -1,0 +1,215 @@
+"""Profiles: the shipped ones validate; bad ones name the file, the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from specperf.config.profile import ProfileError, load_profile
+from specperf.schemas import CompareRules, Direction
+from tests.support import REPO_ROOT
+
+REPO = REPO_ROOT
+PROFILES = sorted((REPO / "perf_tests" / "profiles").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+def test_shipped_profiles_validate(path: Path) -> None:
+    p = load_profile(path)
+    assert p.name == path.stem
+    assert p.sampling.temperature == 0.0
+
+
+def test_ci_profile_uses_cpu_tinys_models() -> None:
+    """The CI profile must exercise exactly the models cpu-tiny ships with."""
+    tiny = load_profile(REPO / "perf_tests" / "profiles" / "cpu-tiny.toml")
+    ci = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    assert ci.tiny == tiny.tiny
+    assert ci.target == tiny.target
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    base = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+    path = tmp_path / "p.toml"
+    path.write_text(base + "\n" + text)
+    return path
+
+
+def test_unknown_key_names_file_field_and_allowed_keys(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    text = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+    path.write_text(text.replace("[load]\n", "[load]\nrequets = 3\n"))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert str(path) in msg
+    assert "field `load.requets`" in msg
+    assert "allowed here:" in msg and "requests" in msg
+
+
+def test_bad_value_in_server_config_names_its_id(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    text = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+    path.write_text(text.replace("min_rate = 0.05", "min_rate = 5"))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert "server_configs[1] (id 'draft-k2').gates.acceptance.min_rate" in msg
+    assert "less than or equal to 1" in msg
+
+
+def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text("name = \n")
+    with pytest.raises(ProfileError, match=r"p\.toml: not valid TOML"):
+        load_profile(path)
+
+
+def test_unknown_profile_name_lists_known_ones() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile("no-such-profile", REPO)
+    assert "cpu-tiny" in str(err.value)
+
+
+def test_undefined_tiny_model_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, "")
+    text = path.read_text().replace('model = "tiny:draft"', 'model = "tiny:drfat"')
+    path.write_text(text)
+    with pytest.raises(ProfileError, match="drfat"):
+        load_profile(path)
+
+
+def test_duplicate_ids_and_two_nospec_configs_are_errors(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[[server_configs]]\nid = "nospec"\n')
+    with pytest.raises(ProfileError, match="unique"):
+        load_profile(path)
+    path = _write(tmp_path, '[[server_configs]]\nid = "nospec2"\n')
+    with pytest.raises(ProfileError, match="at most one server config"):
+        load_profile(path)
+
+
+def test_gates_merge_per_config_and_do_not_change_hashes(tmp_path: Path) -> None:
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    draft = p.config("draft-k2")
+    g = p.gates_for(draft)
+    assert g.acceptance is not None and g.acceptance.min_rate == 0.05
+    assert g.tpot_gain is not None and g.tpot_gain.min_ratio == p.gates.tpot_gain.min_ratio  # type: ignore[union-attr]
+    stricter = tmp_path / "p.toml"
+    stricter.write_text((REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+                        .replace("min_rate = 0.05", "min_rate = 0.5"))
+    q = load_profile(stricter)
+    assert q.hash() == p.hash()
+    assert q.config_hash(q.config("draft-k2")) == p.config_hash(draft)
+
+
+def test_measured_changes_change_only_that_configs_hash(tmp_path: Path) -> None:
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    changed = tmp_path / "p.toml"
+    changed.write_text((REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
+                       .replace("num_speculative_tokens = 2", "num_speculative_tokens = 4"))
+    q = load_profile(changed)
+    assert q.hash() != p.hash()
+    assert q.config_hash(q.config("draft-k2")) != p.config_hash(p.config("draft-k2"))
+    assert q.config_hash(q.config("nospec")) == p.config_hash(p.config("nospec"))
+
+
+def test_a100_profile_encodes_the_published_matrix() -> None:
+    p = load_profile(REPO / "perf_tests" / "profiles" / "a100-qwen3-32b.toml")
+    assert p.concurrencies == [1, 2, 4, 8, 16, 32, 64]
+    spec = [c for c in p.server_configs if c.is_spec]
+    assert len(p.server_configs) == 11 and len(spec) == 10
+    assert {c.draft_model for c in spec} == {"Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B"}
+    assert sorted({c.num_speculative_tokens for c in spec}) == [1, 2, 3, 4, 5]
+    for c in spec:
+        if c.draft_model == "Qwen/Qwen3-1.7B":
+            assert "--gpu-memory-utilization" in c.serve_args
+    raw = tomllib.loads((REPO / "perf_tests" / "profiles" / "a100-qwen3-32b.toml").read_text())
+    assert raw["workload"]["num_prompts"] == 1000
+
+
+# --------------------------------------------------------------------------- [compare]
+
+COMPARE_TABLE = """
+[compare]
+alpha = 0.05
+budget_tolerance = { output_throughput = 0.2 }
+
+[compare.metrics.tpot]
+min_effect = 0.08
+direction = "lower"
+
+[compare.metrics.e2e]
+enabled = false
+"""
+
+
+def test_compare_table_overrides_only_what_it_names(tmp_path: Path) -> None:
+    p = load_profile(_write(tmp_path, COMPARE_TABLE))
+    rules = p.compare
+    assert rules.alpha == 0.05
+    tpot = rules.rule("tpot")
+    # Named fields from the table, the rest from TPOT's defaults.
+    assert (tpot.min_effect, tpot.direction) == (0.08, Direction.LOWER_IS_BETTER)
+    assert (tpot.name, tpot.unit, tpot.statistic) == ("TPOT", "ms", "median")
+    assert rules.rule("e2e").enabled is False
+    assert rules.rule("ttft") == CompareRules().rule("ttft")
+    assert rules.budget("output_throughput") == 0.2
+    assert rules.budget("ttft") == CompareRules().budget("ttft")
+    assert rules.changes() == [
+        "TPOT minimum effect 8 % (default 5 %)", "E2E not compared",
+        "alpha 0.05 (default 0.01)", "output_throughput budget 20 % (default 15 %)",
+    ]
+
+
+def test_a_profile_without_compare_gets_the_defaults() -> None:
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    assert p.compare == CompareRules()
+    assert p.compare.changes() == []
+
+
+@pytest.mark.parametrize(("table", "field", "fix"), [
+    ("[compare.metrics.tpot]\nmin_efect = 0.08\n", "compare.metrics.tpot.min_efect",
+     "allowed here: name, unit, direction, statistic, min_effect, enabled"),
+    ("[compare]\nalpah = 0.05\n", "compare.alpah", "allowed here: metrics, per_position, alpha"),
+    ("[compare.metrics.tpott]\nmin_effect = 0.08\n", "compare",
+     "unknown metric(s) tpott under `metrics` — fix: use ttft, tpot, e2e"),
+    ('[compare.metrics.tpot]\ndirection = "down"\n', "compare.metrics.tpot.direction",
+     'fix: use "lower" or "higher"'),
+    ("[compare.metrics.ttft]\nmin_effect = -0.1\n", "compare.metrics.ttft.min_effect",
+     "greater than or equal to 0"),
+])
+def test_bad_compare_table_names_file_field_and_fix(tmp_path: Path, table: str, field: str,
+                                                    fix: str) -> None:
+    path = _write(tmp_path, table)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: invalid profile (1 problem(s))")
+    assert f"field `{field}`:" in msg
+    assert fix in msg
+
+
+def test_compare_table_does_not_change_hashes(tmp_path: Path) -> None:
+    """Comparison rules judge measurements; they are not measurement conditions, so a
+    baseline recorded before a [compare] edit stays comparable (like gates)."""
+    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+    q = load_profile(_write(tmp_path, COMPARE_TABLE))
+    assert q.compare != p.compare
+    assert q.hash() == p.hash()
+    for cfg in p.server_configs:
+        assert q.config_hash(q.config(cfg.id)) == p.config_hash(cfg)
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+def test_shipped_profiles_state_their_compare_rules(path: Path) -> None:
+    """Every shipped profile writes its [compare] table out (tests/profiles/cpu-ci.toml
+    relies on the defaults)."""
+    raw = tomllib.loads(path.read_text())
+    assert set(raw["compare"]["metrics"]) == {"ttft", "tpot", "e2e", "output_throughput",
+                                              "acceptance_rate"}
+    rules = load_profile(path).compare
+    assert rules.rule("acceptance_rate").min_effect == 0.0005
+    assert all(rules.rule(k).direction == Direction.LOWER_IS_BETTER
+               for k in ("ttft", "tpot", "e2e"))

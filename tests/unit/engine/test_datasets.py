@@ -1,0 +1,340 @@
+"""The ShareGPT loader on the committed tiny file and on bad files, and
+`specperf fetch-sharegpt` against local servers only (never the internet)."""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import importlib.util
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specperf.config.profile import ShareGPTWorkload, load_profile
+from specperf.engine import sharegpt_fetch as fetch
+from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest, sharegpt_prompts
+from tests.support import REPO_ROOT
+
+ROOT = REPO_ROOT
+TINY = ROOT / "datasets" / "sharegpt-tiny.json"
+
+
+@pytest.fixture(autouse=True)
+def _never_the_internet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whatever a test forgets to pass, the default URL is a port that refuses.
+    monkeypatch.setenv(fetch.URL_ENV, f"http://127.0.0.1:{_refusing_port()}/x.json")
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location(
+        "make_sharegpt_tiny", ROOT / "scripts" / "make_sharegpt_tiny.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# --- the committed tiny file ----------------------------------------------------------
+
+
+def test_committed_tiny_file_is_the_scripts_output() -> None:
+    mod = _load_script()
+    assert TINY.exists(), f"{TINY} is missing — run: python scripts/make_sharegpt_tiny.py"
+    assert TINY.read_text(encoding="utf-8") == mod.render(mod.build()), (
+        f"{TINY} differs from scripts/make_sharegpt_tiny.py's output — run the script and "
+        "commit the file"
+    )
+
+
+def test_tiny_file_shape() -> None:
+    data = json.loads(TINY.read_text())
+    assert isinstance(data, list) and 60 <= len(data) <= 70
+    usable = [d for d in data if d["conversations"] and d["conversations"][0]["value"].strip()]
+    assert len(usable) == 64
+    for d in usable:
+        assert d["conversations"][0]["from"] == "human"
+        assert all(t["value"].isascii() for t in d["conversations"])
+
+
+def test_loader_reads_tiny_file() -> None:
+    prompts = sharegpt_prompts(ShareGPTWorkload(num_prompts=1000), TINY)
+    assert len(prompts) == 64  # the empty and the blank conversation are skipped
+    assert all(p and p == p.strip() for p in prompts)
+    again = sharegpt_prompts(ShareGPTWorkload(num_prompts=1000), TINY)
+    assert prompts == again  # same seed, same order
+    other = sharegpt_prompts(ShareGPTWorkload(num_prompts=1000, seed=1), TINY)
+    assert sorted(other) == sorted(prompts) and other != prompts
+    assert sharegpt_prompts(ShareGPTWorkload(num_prompts=10), TINY) == prompts[:10]
+    short = sharegpt_prompts(ShareGPTWorkload(num_prompts=1000, max_input_chars=200), TINY)
+    assert 0 < len(short) < 64 and all(len(p) <= 200 for p in short)
+
+
+def test_prompts_digest_follows_text_and_order_not_the_path(tmp_path: Path) -> None:
+    w = ShareGPTWorkload(kind="sharegpt", num_prompts=8, seed=0)
+    prompts = sharegpt_prompts(w, TINY)
+    copy = tmp_path / "elsewhere.json"
+    copy.write_bytes(TINY.read_bytes())
+    assert prompts_digest(sharegpt_prompts(w, copy)) == prompts_digest(prompts)
+    assert prompts_digest(prompts[::-1]) != prompts_digest(prompts)
+    edited = json.loads(TINY.read_text())
+    first = next(item["conversations"][0] for item in edited
+                 if item.get("conversations") and item["conversations"][0]["value"].strip())
+    first["value"] += " (edited)"
+    copy.write_text(json.dumps(edited))
+    everything = ShareGPTWorkload(kind="sharegpt", num_prompts=1000, seed=0)
+    assert (prompts_digest(sharegpt_prompts(everything, copy))
+            != prompts_digest(sharegpt_prompts(everything, TINY)))
+    assert len(prompts_digest(prompts)) == 16
+
+
+def test_profile_path_relative_to_profile_file(tmp_path: Path) -> None:
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / TINY.name).write_bytes(TINY.read_bytes())
+    (tmp_path / "profiles").mkdir()
+    prof = tmp_path / "profiles" / "p.toml"
+    prof.write_text(
+        'name = "p"\ntarget = "some/model"\nconcurrencies = [1]\n'
+        f'[workload]\nkind = "sharegpt"\npath = "../datasets/{TINY.name}"\nnum_prompts = 5\n'
+        '[[server_configs]]\nid = "nospec"\n'
+    )
+    p = load_profile(prof)
+    assert p.dataset_path().resolve() == (tmp_path / "datasets" / TINY.name).resolve()
+    assert len(load_prompts(p)) == 5
+    # --perf-dataset / SPECPERF_SHAREGPT override
+    assert len(load_prompts(p, str(TINY))) == 5
+
+
+def test_cpu_ci_profile_loads_its_sharegpt_file_within_max_model_len(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI profile runs the ShareGPT loader on the committed file, from any working
+    directory, and every prompt plus the fixed output length fits the served context."""
+    monkeypatch.chdir(tmp_path)  # the path is relative to the profile, not to the cwd
+    profile = load_profile(ROOT / "tests" / "profiles" / "cpu-ci.toml")
+    w = profile.workload
+    assert isinstance(w, ShareGPTWorkload)
+    assert profile.dataset_path().resolve() == TINY.resolve()
+    prompts = load_prompts(profile)
+    assert len(prompts) == w.num_prompts
+    assert len(set(prompts)) == len(prompts)
+    assert all(0 < len(p) <= w.max_input_chars for p in prompts)
+
+    args = profile.serve_args
+    max_model_len = int(args[args.index("--max-model-len") + 1])
+    room = max_model_len - profile.sampling.max_tokens
+    # Byte-level BPE never makes more tokens than bytes, plus BOS: a bound that holds
+    # whatever the tokenizer learnt ...
+    assert all(len(p.encode()) + 1 <= room for p in prompts)
+    # ... and the count with the tokenizer the generated models are served with.
+    pytest.importorskip("tokenizers")
+    from specperf.engine import tiny
+
+    assert profile.tiny is not None
+    tok = tiny._train_tokenizer(profile.tiny.tokenizer_seed, profile.tiny.target.vocab_size)
+    lengths = [len(tok.encode(p).ids) for p in prompts]  # BOS included
+    assert all(n <= room for n in lengths), (lengths, room)
+    assert all(tiny.UNK_ID not in tok.encode(p).ids for p in prompts)
+
+
+def test_missing_profile_dataset_says_how_the_path_was_resolved(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    prof = tmp_path / "profiles" / "p.toml"
+    prof.write_text(
+        'name = "p"\ntarget = "m"\nconcurrencies = [1]\n'
+        '[workload]\nkind = "sharegpt"\npath = "datasets/sharegpt-tiny.json"\n'
+        '[[server_configs]]\nid = "nospec"\n'
+    )
+    with pytest.raises(DatasetError) as err:
+        load_prompts(load_profile(prof))
+    msg = str(err.value)
+    assert str(tmp_path / "profiles" / "datasets" / "sharegpt-tiny.json") in msg
+    assert "field `workload.path` = 'datasets/sharegpt-tiny.json'" in msg
+    assert str(prof.resolve()) in msg and "relative to" in msg
+    missing = tmp_path / "nope.json"
+    with pytest.raises(DatasetError, match=r"nope\.json: ShareGPT dataset not found \(given by "
+                                           r"--perf-dataset or SPECPERF_SHAREGPT\)"):
+        load_prompts(load_profile(prof), str(missing))
+
+
+# --- bad files: the error names the file and the field ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        (None, "not found"),
+        ("[{", "not a readable JSON"),
+        ('{"conversations": []}', "expected a JSON list"),
+        ('[{"conversations": [{"from": "human", "value": 3}]}]',
+         "item [0].conversations[0].value is not a string"),
+        ('[{"conversations": [{"from": "human", "value": "ok"}]}, {"conversations": ["x"]}]',
+         "item [1].conversations[0].value is not a string"),
+        ('[{"conversations": []}, {"id": 1}]', "no usable conversations"),
+    ],
+    ids=["missing", "truncated", "not-a-list", "value-not-string", "turn-not-object", "empty"],
+)
+def test_bad_file_errors_name_file_and_field(tmp_path: Path, content: str | None,
+                                             expect: str) -> None:
+    path = tmp_path / "bad-sharegpt.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(DatasetError) as err:
+        sharegpt_prompts(ShareGPTWorkload(), path)
+    msg = str(err.value)
+    assert str(path) in msg and expect in msg
+
+
+def test_profile_without_path_says_which_field(tmp_path: Path) -> None:
+    prof = tmp_path / "p.toml"
+    prof.write_text(
+        'name = "p"\ntarget = "m"\nconcurrencies = [1]\n[workload]\nkind = "sharegpt"\n'
+        '[[server_configs]]\nid = "nospec"\n'
+    )
+    with pytest.raises(DatasetError, match=r"p\.toml: field `workload\.path` is not set"):
+        load_prompts(load_profile(prof))
+
+
+# --- fetch-sharegpt ------------------------------------------------------------------------
+
+
+def _refusing_port() -> int:
+    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    body = b"[]"
+    declared: int | None = None
+    content_type = "application/json"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(self.declared or len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    servers = []
+
+    def start(body: bytes, declared: int | None = None, content_type: str = "application/json"):
+        handler = type("H", (_Handler,), {"body": body, "declared": declared,
+                                          "content_type": content_type})
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}/{fetch.FILENAME}"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specperf")
+    fetch.add_fetch_sharegpt_command(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+def _cli(*argv: str) -> int:
+    args = _parser().parse_args(["fetch-sharegpt", *argv])
+    return int(args.func(args))
+
+
+def test_offline_fails_cleanly_and_leaves_nothing(tmp_path: Path, capsys) -> None:
+    dest = tmp_path / "datasets"
+    url = f"http://127.0.0.1:{_refusing_port()}/{fetch.FILENAME}"
+    with pytest.raises(fetch.FetchError, match="cannot download.*(refused|offline)"):
+        fetch.fetch(dest, url, timeout_s=5)
+    assert list(dest.iterdir()) == []
+    assert _cli(str(dest), "--url", url, "--timeout", "5") == 1
+    err = capsys.readouterr().err
+    assert url in err and "offline" in err and "Traceback" not in err
+    assert list(dest.iterdir()) == []
+
+
+def test_default_url_is_huggingface_and_env_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fetch.URL == (
+        "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/"
+        "resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json"
+    )
+    monkeypatch.delenv(fetch.URL_ENV)
+    assert fetch._default_url() == fetch.URL
+    monkeypatch.setenv(fetch.URL_ENV, "http://127.0.0.1:1/mirror.json")
+    assert fetch._default_url() == "http://127.0.0.1:1/mirror.json"
+
+
+def test_env_url_is_used_by_the_command(tmp_path: Path, capsys) -> None:
+    # The autouse fixture points SPECPERF_SHAREGPT_URL at a refusing port.
+    assert _cli(str(tmp_path), "-q", "--timeout", "5") == 1
+    assert "127.0.0.1" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_is_atomic_and_complete(tmp_path: Path, serve, capsys) -> None:
+    body = (TINY.read_bytes())
+    url = serve(body)
+    assert _cli(str(tmp_path / "d"), "--url", url, "-q") == 0
+    out = tmp_path / "d" / fetch.FILENAME
+    assert out.read_bytes() == body
+    assert [p.name for p in out.parent.iterdir()] == [fetch.FILENAME]
+    assert str(out) in capsys.readouterr().out
+    # The loader reads what was fetched.
+    assert len(sharegpt_prompts(ShareGPTWorkload(), out)) == 64
+
+
+def test_existing_file_is_kept_unless_forced(tmp_path: Path, serve) -> None:
+    out = tmp_path / fetch.FILENAME
+    out.write_text("[]")
+    url = serve(b'[{"conversations": []}]')
+    assert fetch.fetch(tmp_path, url) == out and out.read_text() == "[]"
+    fetch.fetch(tmp_path, url, force=True)
+    assert out.read_text() == '[{"conversations": []}]'
+
+
+def test_truncated_download_leaves_nothing(tmp_path: Path, serve) -> None:
+    url = serve(b"[1, 2, 3]", declared=1000)
+    with pytest.raises(fetch.FetchError, match="truncated|cannot download"):
+        fetch.fetch(tmp_path, url, timeout_s=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_login_page_is_not_taken_for_the_dataset(tmp_path: Path, serve) -> None:
+    url = serve(b"<html>please log in</html>", content_type="text/html")
+    with pytest.raises(fetch.FetchError, match="not a JSON list"):
+        fetch.fetch(tmp_path, url)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sha256_is_checked(tmp_path: Path, serve) -> None:
+    import hashlib
+
+    body = b'[{"conversations": []}]'
+    url = serve(body)
+    with pytest.raises(fetch.FetchError, match="sha256"):
+        fetch.fetch(tmp_path, url, sha256="0" * 64)
+    assert list(tmp_path.iterdir()) == []
+    good = hashlib.sha256(body).hexdigest()
+    assert fetch.fetch(tmp_path, url, sha256=good).read_bytes() == body
+    with pytest.raises(fetch.FetchError, match="exists but its sha256"):
+        fetch.fetch(tmp_path, url, sha256="1" * 64)
+
+
+def test_only_http_urls(tmp_path: Path) -> None:
+    with pytest.raises(fetch.FetchError, match="only http"):
+        fetch.fetch(tmp_path, f"file://{TINY}")
+    assert list(tmp_path.iterdir()) == []

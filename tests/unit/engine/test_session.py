@@ -1,0 +1,222 @@
+"""PerfSession's --perf-retry-inconclusive wiring, without a server: the trials come from
+the synthetic generator (specperf.report.synthetic) instead of vLLM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specperf.analysis.aggregate import case_result
+from specperf.analysis.compare import compare_cases
+from specperf.analysis.stats import Verdict
+from specperf.engine.datasets import load_prompts, prompts_digest
+from specperf.engine.server import ServerError
+from specperf.engine.session import RETRY_BATCH, RETRY_CAP_FACTOR, PerfOptions, PerfSession
+from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
+from specperf.schemas import Baseline, Case, CaseResult, InconclusiveRetry, Trial
+from tests.support import REPO_ROOT
+
+REPO = REPO_ROOT
+CI_PROFILE = REPO / "tests" / "profiles" / "cpu-ci.toml"
+DRAFT = SynthConfig("draft-k2", "draft k=2", "draft_model", "tiny:draft", 2, 0.6, 2.0)
+
+
+def session(tmp_path: Path, retry: int | None, say: list[str]) -> PerfSession:
+    opts = PerfOptions(
+        profile=str(CI_PROFILE), rootdir=REPO, run_dir=tmp_path / "run", json_path=None,
+        baselines_dir=tmp_path / "baselines", update_baselines=False, force=False,
+        repeats=None, dataset=None, models_cache=tmp_path / "models",
+        retry_inconclusive=retry,
+    )
+    return PerfSession(options=opts, say=say.append)
+
+
+def trials_of(seed: int, n: int) -> list[Trial]:
+    run = synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=n, requests=6, seed=seed,
+                        run_cv=0.05, profile="cpu-ci")
+    return run.cases[0].trials
+
+
+def test_retry_cap_defaults_to_a_multiple_of_repeats(tmp_path: Path) -> None:
+    ps = session(tmp_path, None, [])
+    assert ps.retry_cap is None  # off: behaviour unchanged
+    assert session(tmp_path, 0, []).retry_cap == RETRY_CAP_FACTOR * ps.repeats
+    assert session(tmp_path, 7, []).retry_cap == 7
+
+
+def test_inconclusive_case_gets_more_trials_while_its_server_is_up(tmp_path: Path) -> None:
+    said: list[str] = []
+    ps = session(tmp_path, 0, said)
+    p = ps.profile
+    cfg = p.config("draft-k2")
+    base_trials = trials_of(seed=3, n=6)
+    base = case_result(Case(config_id=cfg.id, concurrency=1), cfg, base_trials, "0.32.0",
+                       p.config_hash(cfg))
+    # c=1 has a baseline; c=2 does not (nothing to compare, never retried).
+    ps.baseline = Baseline(provenance=synthetic_run(configs=(DRAFT,), concurrencies=(1,),
+                                                    trials=1, profile="cpu-ci").provenance,
+                           cases=[base])
+    pool = iter(trials_of(seed=11, n=20))
+    trials: dict[int, list[Trial]] = {1: [next(pool)], 2: [next(pool)]}
+    calls: list[tuple[int, bool]] = []
+
+    def one_trial(c: int, warmup: bool) -> None:  # stands in for a trial on the server
+        calls.append((c, warmup))
+        trials[c].append(next(pool))
+
+    first = compare_cases(base, case_result(Case(config_id=cfg.id, concurrency=1), cfg,
+                                            trials[1], "0.32.0"), p.compare)
+    assert any(m.verdict is Verdict.INCONCLUSIVE for m in first.comparisons)
+
+    retries = ps._retry_inconclusive(cfg, [1, 2], trials, "0.32.0", one_trial)  # noqa: SLF001
+    cap = ps.retry_cap
+    assert cap is not None
+    assert set(retries) == {1}
+    rec = retries[1]
+    assert rec.initial_trials == 1 and rec.trials == len(trials[1]) <= cap
+    assert rec.batch == RETRY_BATCH and rec.rounds >= 1
+    assert all(c == 1 and warmup is False for c, warmup in calls)
+    assert len(trials[2]) == 1
+    assert any("INCONCLUSIVE against the baseline: more trials (draft-k2-c1 +" in s
+               for s in said)
+    assert any(s.startswith("specperf: draft-k2-c1: 1 → ") for s in said)
+
+
+def test_without_the_option_or_a_baseline_nothing_is_retried(tmp_path: Path) -> None:
+    trials: dict[int, list[Trial]] = {1: trials_of(seed=1, n=1)}
+
+    def one_trial(c: int, warmup: bool) -> None:
+        pytest.fail("no trial may be added")
+
+    off = session(tmp_path, None, [])
+    cfg = off.profile.config("draft-k2")
+    assert off._retry_inconclusive(cfg, [1], trials, None, one_trial) == {}  # noqa: SLF001
+    no_base = session(tmp_path, 0, [])
+    assert no_base._retry_inconclusive(cfg, [1], trials, None, one_trial) == {}  # noqa: SLF001
+
+
+def test_retry_record_is_in_the_run_file_only_when_retries_happened() -> None:
+    case = synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=1, profile="cpu-ci")
+    plain = case.cases[0]
+    assert "retry" not in plain.model_dump_json()  # files without retries: as before
+    assert "compare_rules" not in case.model_dump_json()
+    rec = InconclusiveRetry(initial_trials=1, trials=3, cap=3, batch=2, rounds=1,
+                            triggered_by=["TPOT"], outcome={"TPOT": "unchanged"})
+    retried = plain.model_copy(update={"retry": rec})
+    assert CaseResult.model_validate_json(retried.model_dump_json()).retry == rec
+
+
+def test_baseline_of_other_prompts_compares_no_case_and_is_not_merged_into(
+        tmp_path: Path) -> None:
+    ps = session(tmp_path, None, [])
+    p = ps.profile
+    prov = ps.get_provenance()
+    assert prov.prompts_hash == prompts_digest(load_prompts(p))
+    cfg = p.config("draft-k2")
+    case = Case(config_id=cfg.id, concurrency=1)
+    stored = case_result(case, cfg, trials_of(seed=3, n=2), "0.32.0", p.config_hash(cfg))
+    ps.baseline_path = tmp_path / "baseline.json"
+    run = synthetic_run(configs=(DRAFT,), concurrencies=(2,), trials=1, profile="cpu-ci")
+    run = run.model_copy(update={"provenance": prov})
+
+    ps.baseline = Baseline(provenance=prov, cases=[stored])
+    assert ps.baseline_mismatch(case) is None and ps.baseline_case(case) == stored
+    assert {c.case for c in ps.updated_baseline(run).cases} == {case, run.cases[0].case}
+
+    # The dataset changed since the baseline was recorded: no case compares, and an
+    # update does not keep the old cases beside the new ones.
+    ps.baseline = Baseline(provenance=prov.model_copy(update={"prompts_hash": "0" * 16}),
+                           cases=[stored])
+    why = ps.baseline_mismatch(case)
+    assert why is not None and "0" * 16 in why and prov.prompts_hash in why
+    assert "--perf-update-baselines" in why and ps.baseline_case(case) is None
+    assert [c.case for c in ps.updated_baseline(run).cases] == [run.cases[0].case]
+
+    # A baseline from before prompts were hashed compares as before.
+    ps.baseline = Baseline(provenance=prov.model_copy(update={"prompts_hash": None}),
+                           cases=[stored])
+    assert ps.baseline_mismatch(case) is None
+
+
+def _slow_trials(seed: int, n: int, factor: float) -> list[Trial]:
+    run = synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=n, requests=6, seed=seed,
+                        run_cv=0.03, profile="cpu-ci")
+    return scale_latency(run, factor).cases[0].trials
+
+
+def _flagged_setup(tmp_path: Path, said: list[str]) -> tuple[PerfSession, Any]:
+    ps = session(tmp_path, None, said)
+    p = ps.profile
+    cfg = p.config("draft-k2")
+    base = case_result(Case(config_id=cfg.id, concurrency=1), cfg,
+                       _slow_trials(3, 5, 1.0), "0.32.0", p.config_hash(cfg))
+    ps.baseline = Baseline(provenance=synthetic_run(configs=(DRAFT,), concurrencies=(1,),
+                                                    trials=1, profile="cpu-ci").provenance,
+                           cases=[base])
+    return ps, cfg
+
+
+@pytest.mark.parametrize(("fresh", "confirmed"), [(1.0, False), (1.5, True)])
+def test_a_flagged_case_is_measured_again_on_a_fresh_server(
+        tmp_path: Path, fresh: float, confirmed: bool) -> None:
+    said: list[str] = []
+    ps, cfg = _flagged_setup(tmp_path, said)
+    # c=1 is 50 % slower on the first start; c=2 has no baseline and is left alone.
+    trials: dict[int, list[Trial]] = {1: _slow_trials(11, 5, 1.5), 2: _slow_trials(12, 5, 1.5)}
+    pool = iter(_slow_trials(13, 5, fresh))
+    restarts: list[list[int]] = []
+    calls: list[tuple[int, bool]] = []
+
+    def restart(flagged: list[int]) -> None:  # stands in for stopping and starting vLLM
+        restarts.append(flagged)
+        for c in flagged:
+            trials[c] = [t.model_copy(update={"server_start": 0}) for t in trials[c]]
+
+    def one_trial(c: int, warmup: bool) -> None:  # a trial on the fresh server
+        calls.append((c, warmup))
+        trials[c].append(next(pool).model_copy(update={"server_start": 1}))
+
+    out = ps._confirm_on_fresh_server(cfg, [1, 2], trials, "0.32.0", restart, one_trial)  # noqa: SLF001
+    assert restarts == [[1]] and set(out) == {1}
+    assert calls == [(1, True)] + [(1, False)] * 4  # warm the fresh server once
+    rec = out[1]
+    assert "TPOT" in rec.triggered_by and rec.first_trials == 5 and rec.trials == 10
+    assert (rec.outcome["TPOT"] == "regression") is confirmed
+    assert len(trials[2]) == 5 and all(t.server_start is None for t in trials[2])
+    assert any("measuring again on a fresh vLLM server" in s for s in said)
+    assert any(s.startswith("specperf: draft-k2-c1: ") and "fresh server" in s for s in said)
+
+
+def test_no_confirmation_without_a_baseline_a_flag_or_the_rule(tmp_path: Path) -> None:
+    def never(*_: object) -> None:
+        pytest.fail("nothing may be restarted or measured")
+
+    ps, cfg = _flagged_setup(tmp_path, [])
+    same = {1: _slow_trials(11, 5, 1.0)}
+    assert ps._confirm_on_fresh_server(cfg, [1], same, None, never, never) == {}  # noqa: SLF001
+    slow = {1: _slow_trials(11, 5, 1.5)}
+    ps.profile.compare.confirm_on_fresh_server = False
+    assert ps._confirm_on_fresh_server(cfg, [1], slow, None, never, never) == {}  # noqa: SLF001
+    ps.profile.compare.confirm_on_fresh_server = True
+    ps.baseline = None
+    assert ps._confirm_on_fresh_server(cfg, [1], slow, None, never, never) == {}  # noqa: SLF001
+
+
+def test_a_fresh_server_that_does_not_start_leaves_the_first_measurement(
+        tmp_path: Path) -> None:
+    said: list[str] = []
+    ps, cfg = _flagged_setup(tmp_path, said)
+    trials = {1: _slow_trials(11, 5, 1.5)}
+
+    def restart(flagged: list[int]) -> None:
+        raise ServerError(cfg.id, "exited with code 1", tmp_path / "x.log", "")
+
+    def one_trial(c: int, warmup: bool) -> None:
+        pytest.fail("no trial without a server")
+
+    out = ps._confirm_on_fresh_server(cfg, [1], trials, None, restart, one_trial)  # noqa: SLF001
+    assert out[1].note is not None and "did not start (exited with code 1)" in out[1].note
+    assert out[1].trials == out[1].first_trials == 5 and not out[1].outcome
+    assert cfg.id not in ps.server_errors

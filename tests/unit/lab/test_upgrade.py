@@ -1,0 +1,274 @@
+"""The vLLM upgrade A/B (specperf.lab.upgrade): the command plan (A B A B per server config,
+exact case selection, private baselines) and the pooling of each side's runs (trials
+concatenated, summaries recomputed), on synthetic results — no vLLM server here; the
+e2e suite covers real runs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from specperf.analysis.aggregate import make_trial
+from specperf.analysis.compare import compare_runs
+from specperf.analysis.stats import Verdict
+from specperf.config.profile import Profile
+from specperf.lab.upgrade import (
+    UpgradeError,
+    as_baseline,
+    build_plan,
+    case_of_nodeid,
+    group_nodeids,
+    judge,
+    parse_collected,
+    pool_runs,
+    pop_option,
+    split_user_args,
+)
+from specperf.schemas import (
+    Acceptance,
+    Case,
+    CaseResult,
+    LoadResult,
+    Provenance,
+    RequestSample,
+    RunResult,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+# Config ids that are prefixes of one another, and concurrencies 1 and 10: a substring
+# selection (-k draft-k1-c1, -k nospec-c1) would pick the wrong cases.
+PROFILE = Profile.model_validate({
+    "name": "ab",
+    "target": "some/model",
+    "concurrencies": [1, 10],
+    "server_configs": [
+        {"id": "draft-k1", "speculative_config": {"method": "draft_model", "model": "d",
+                                                  "num_speculative_tokens": 1}},
+        {"id": "draft-k10", "speculative_config": {"method": "draft_model", "model": "d",
+                                                   "num_speculative_tokens": 10}},
+        {"id": "nospec"},
+    ],
+})
+
+
+def _prov(vllm: str = "0.31.0") -> Provenance:
+    return Provenance(specperf_version="0.1.0", vllm_version=vllm, torch_version="2.13.0",
+                      hardware_id="cpu-x", hardware="x", accelerator="cpu",
+                      python_version="3.11", profile_name="ab", profile_hash="h" * 16)
+
+
+def _trial(tpot_s: float, index: int = 0, n: int = 4, accepted: float = 5.0) -> object:
+    tokens = 33
+    samples = [RequestSample(ok=True, start_s=float(i), ttft_s=0.1, e2e_s=0.1 + tpot_s * 32,
+                             output_tokens=tokens, chunks=tokens) for i in range(n)]
+    load = LoadResult(concurrency=1, samples=samples, duration_s=n * (0.1 + tpot_s * 32))
+    acc = Acceptance(drafts=10, draft_tokens=10, accepted_tokens=accepted,
+                     accepted_per_position=[accepted])
+    return make_trial(index, T0, load, acc)
+
+
+def _case(config_id: str, tpots: list[float], vllm: str = "0.31.0",
+          accepted: float = 5.0) -> CaseResult:
+    from specperf.analysis.aggregate import case_result
+
+    cfg = PROFILE.config(config_id)
+    trials = [_trial(t, i, accepted=accepted) for i, t in enumerate(tpots)]
+    return case_result(Case(config_id=config_id, concurrency=1), cfg, trials, vllm,  # type: ignore[arg-type]
+                       PROFILE.config_hash(cfg))
+
+
+def _run(cases: list[CaseResult], vllm: str = "0.31.0", start: datetime = T0,
+         name: str = "r") -> RunResult:
+    return RunResult(provenance=_prov(vllm), run_dir=f"/runs/{name}", started_at=start,
+                     finished_at=start + timedelta(minutes=1), cases=cases)
+
+
+# --------------------------------------------------------------------------- selection
+
+
+NODEIDS = [
+    "perf_tests/test_latency.py::test_requests[nospec-c1]",
+    "perf_tests/test_latency.py::test_requests[nospec-c10]",
+    "perf_tests/test_latency.py::test_requests[draft-k1-c1]",
+    "perf_tests/test_acceptance.py::test_acceptance[draft-k1-c1]",
+    "perf_tests/test_latency.py::test_requests[draft-k10-c1]",
+    "perf_tests/test_latency.py::test_requests[draft-k10-c10]",
+]
+
+
+def test_case_of_nodeid_is_exact():
+    assert case_of_nodeid(NODEIDS[2], PROFILE) == Case(config_id="draft-k1", concurrency=1)
+    assert case_of_nodeid(NODEIDS[4], PROFILE) == Case(config_id="draft-k10", concurrency=1)
+    assert case_of_nodeid(NODEIDS[1], PROFILE) == Case(config_id="nospec", concurrency=10)
+    assert case_of_nodeid("perf_tests/test_latency.py::test_requests[draft-k2-c1]",
+                          PROFILE) is None
+    assert case_of_nodeid("perf_tests/test_x.py::test_plain", PROFILE) is None
+
+
+def test_group_nodeids_by_config_nospec_first():
+    groups = group_nodeids(NODEIDS, PROFILE)
+    assert list(groups) == ["nospec", "draft-k1", "draft-k10"]
+    assert groups["draft-k1"] == NODEIDS[2:4]  # not draft-k10's
+    assert groups["draft-k10"] == NODEIDS[4:6]
+    assert groups["nospec"] == NODEIDS[0:2]
+
+
+def test_parse_collected_output():
+    out = "\n".join(NODEIDS[:2]) + "\n\n2 tests collected in 0.1s\n"
+    assert parse_collected(out) == NODEIDS[:2]
+
+
+def test_plan_is_a_b_a_b_per_config_with_exact_nodes(tmp_path: Path):
+    groups = group_nodeids([NODEIDS[0], NODEIDS[2], NODEIDS[3]], PROFILE)
+    plan = build_plan({"A": "/a/python", "B": "/b/python"}, groups, PROFILE, 3, tmp_path,
+                      ["--perf-profile", "ab.toml"], tmp_path / "models")
+    assert [s.name for s in plan] == [
+        "nospec/r1-A", "nospec/r1-B", "nospec/r2-A", "nospec/r2-B", "nospec/r3-A", "nospec/r3-B",
+        "draft-k1/r1-A", "draft-k1/r1-B", "draft-k1/r2-A", "draft-k1/r2-B",
+        "draft-k1/r3-A", "draft-k1/r3-B",
+    ]
+    for s in plan:
+        py = "/a/python" if s.side == "A" else "/b/python"
+        assert s.argv[:3] == [py, "-m", "pytest"]
+        assert "-k" not in s.argv  # node ids select; -k would match prefixes
+        nodes = [a for a in s.argv if "::" in a]
+        want = [NODEIDS[0]] if s.config_id == "nospec" else NODEIDS[2:4]
+        assert nodes == want
+        assert s.cases == tuple(dict.fromkeys(case_of_nodeid(n, PROFILE) for n in want))
+        assert s.argv[s.argv.index("--perf-run-dir") + 1] == str(
+            tmp_path / s.config_id / f"r{s.round}-{s.side}")
+        assert s.argv[s.argv.index("--perf-models-cache") + 1] == str(tmp_path / "models")
+        assert s.argv[-2:] == ["--perf-profile", "ab.toml"]
+        assert "--perf-update-baselines" not in s.argv
+    # Every run has its own private baselines directory.
+    dirs = [s.argv[s.argv.index("--perf-baselines") + 1] for s in plan]
+    assert len(set(dirs)) == len(plan)
+    assert all(not Path(d).exists() or not any(Path(d).iterdir()) for d in dirs)
+
+
+def test_plan_needs_a_round(tmp_path: Path):
+    with pytest.raises(UpgradeError, match="rounds"):
+        build_plan({"A": "a", "B": "b"}, {"nospec": [NODEIDS[0]]}, PROFILE, 0, tmp_path, [],
+                   tmp_path)
+
+
+def test_user_args_keep_selection_for_collection_only():
+    collect, run, models = split_user_args(
+        ["--perf-profile", "perf_tests/profiles/cpu-ci.toml", "-k", "nospec or draft-k1",
+         "--perf-models-cache", "/m", "--perf-repeats=2"])
+    assert collect == ["--perf-profile", "perf_tests/profiles/cpu-ci.toml", "-k",
+                       "nospec or draft-k1", "--perf-repeats=2"]
+    assert run == ["--perf-profile", "perf_tests/profiles/cpu-ci.toml", "--perf-repeats=2"]
+    assert models == "/m"
+    args = ["-knospec", "-x"]
+    assert pop_option(args, ["-k"]) == "nospec" and args == ["-x"]
+
+
+@pytest.mark.parametrize("bad", [
+    ["--perf-update-baselines"], ["--perf-run-dir", "/x"], ["--perf-baselines=/b"],
+    ["perf_tests/test_latency.py"], ["--perf-shard", "1/2"],
+])
+def test_user_args_refused(bad: list[str]):
+    with pytest.raises(UpgradeError):
+        split_user_args(bad)
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+def test_pool_concatenates_trials_and_recomputes_summaries():
+    r1 = _run([_case("nospec", [0.010]), _case("draft-k1", [0.020])], name="r1")
+    r2 = _run([_case("nospec", [0.030]), _case("draft-k1", [0.040], accepted=7.0)],
+              start=T0 + timedelta(minutes=5), name="r2")
+    pooled = pool_runs([r1, r2], PROFILE, "/out")
+    assert [c.case.config_id for c in pooled.cases] == ["nospec", "draft-k1"]
+    ns = pooled.case(Case(config_id="nospec", concurrency=1))
+    assert ns is not None
+    assert len(ns.trials) == 2 and [t.index for t in ns.trials] == [0, 1]
+    assert ns.trials[0].samples == r1.cases[0].trials[0].samples
+    assert ns.trials[1].samples == r2.cases[0].trials[0].samples
+    assert ns.n_requests == 8
+    assert ns.tpot_ms.n == 8
+    assert ns.tpot_ms.median == pytest.approx(20.0)  # between the rounds' 10 and 30 ms
+    assert ns.output_throughput == pytest.approx(
+        (r1.cases[0].output_throughput + r2.cases[0].output_throughput) / 2)
+    assert ns.acceptance is None  # no-spec
+    dk = pooled.case(Case(config_id="draft-k1", concurrency=1))
+    assert dk is not None and dk.acceptance is not None
+    assert dk.acceptance.accepted_tokens == 12.0 and dk.acceptance.draft_tokens == 20.0
+    assert dk.config_hash == PROFILE.config_hash(PROFILE.config("draft-k1"))
+    assert pooled.provenance == r1.provenance
+    assert pooled.started_at == T0 and pooled.finished_at == r2.finished_at
+    assert pooled.run_dir == "/out"
+
+
+def test_pool_refuses_mixed_versions():
+    r1 = _run([_case("nospec", [0.01])], vllm="0.31.0")
+    r2 = _run([_case("nospec", [0.01], vllm="0.32.0")], vllm="0.32.0")
+    with pytest.raises(UpgradeError, match="vllm_version"):
+        pool_runs([r1, r2], PROFILE, "/out")
+
+
+def test_pooled_sides_compare_despite_vllm_version():
+    """Only the vLLM version differs between the sides: compare notes it, never refuses,
+    and a slower candidate is a regression (exit 1)."""
+    a = pool_runs([_run([_case("nospec", [0.020] * 3)]),
+                   _run([_case("nospec", [0.020] * 3)])], PROFILE, "/out")
+    b = pool_runs([_run([_case("nospec", [0.030] * 3, vllm="0.32.0")], vllm="0.32.0"),
+                   _run([_case("nospec", [0.030] * 3, vllm="0.32.0")], vllm="0.32.0")],
+                  PROFILE, "/out")
+    cmp = compare_runs(b, as_baseline(a))
+    assert not cmp.refused
+    assert any("0.31.0" in n and "0.32.0" in n for n in cmp.notes)
+    verdicts = {m.metric: m.verdict for _, m in cmp.all()}
+    assert verdicts["TPOT"] is Verdict.REGRESSION
+    assert cmp.exit_code == 1
+
+
+def _steps(tmp_path: Path):
+    groups = group_nodeids([NODEIDS[0], NODEIDS[2]], PROFILE)
+    return build_plan({"A": "a", "B": "b"}, groups, PROFILE, 1, tmp_path, [], tmp_path)
+
+
+def test_judge_candidate_that_lost_a_case_fails(tmp_path: Path):
+    steps = _steps(tmp_path)
+    a = [_run([_case("nospec", [0.02])]), _run([_case("draft-k1", [0.02])])]
+    b = [_run([_case("nospec", [0.02], vllm="0.32.0")], vllm="0.32.0")]
+    out = judge(steps, {"A": a, "B": b}, PROFILE, tmp_path,
+                {"draft-k1/r1-B": "no run file (pytest exited 1)"})
+    assert out.exit_code == 1
+    assert any("draft-k1-c1" in p for p in out.problems)
+
+
+def test_judge_same_cases_no_regression(tmp_path: Path):
+    steps = _steps(tmp_path)
+    a = [_run([_case("nospec", [0.02])]), _run([_case("draft-k1", [0.02])])]
+    b = [_run([_case("nospec", [0.02], vllm="0.32.0")], vllm="0.32.0"),
+         _run([_case("draft-k1", [0.02], vllm="0.32.0")], vllm="0.32.0")]
+    out = judge(steps, {"A": a, "B": b}, PROFILE, tmp_path, {})
+    assert out.exit_code == 0, out.comparison.summary_line()
+    assert out.problems == []
+    assert {c.case.id for c in out.candidate.cases} == {"nospec-c1", "draft-k1-c1"}
+
+
+def test_judge_uses_the_profiles_compare_rules(tmp_path: Path):
+    """The A/B is judged by the profile's [compare] table: a 50 % TPOT rise regresses
+    under the defaults, not under a profile that calls only 80 % a change."""
+    from specperf.config.rules import CompareRules
+
+    lenient = PROFILE.model_copy(update={"compare": CompareRules.model_validate({
+        "metrics": {"tpot": {"min_effect": 0.8}, "e2e": {"min_effect": 0.8}},
+        "budget_tolerance": {"output_throughput": 0.8},
+    })})
+    steps = _steps(tmp_path)
+    a = [_run([_case("nospec", [0.02] * 3)]), _run([_case("draft-k1", [0.02] * 3)])]
+    b = [_run([_case("nospec", [0.03] * 3, vllm="0.32.0")], vllm="0.32.0"),
+         _run([_case("draft-k1", [0.03] * 3, vllm="0.32.0")], vllm="0.32.0")]
+    assert judge(steps, {"A": a, "B": b}, PROFILE, tmp_path, {}).exit_code == 1
+    out = judge(steps, {"A": a, "B": b}, lenient, tmp_path, {})
+    assert out.exit_code == 0, out.comparison.summary_line()
+    assert out.comparison.rules == lenient.compare
+    assert out.candidate.compare_rules == lenient.compare  # recorded in candidate.json

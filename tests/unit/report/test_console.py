@@ -1,0 +1,171 @@
+"""The console renderers: widths, colour rules, markup escaping, ordering."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from specperf.analysis.compare import RunComparison, compare_runs
+from specperf.report.console import (
+    default_width,
+    render_comparison,
+    render_run,
+    render_summary,
+    want_color,
+)
+from specperf.report.synthetic import scale_latency, synthetic_run
+from specperf.schemas import Baseline, FreshServerConfirmation, InconclusiveRetry, RunResult
+from specperf.store.files import load_result
+from tests.support import DATA_DIR
+
+REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
+ANSI = re.compile(r"\x1b\[")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "TERM"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def real() -> RunResult:
+    run = load_result(REAL_RUN)
+    assert isinstance(run, RunResult)
+    return run
+
+
+@pytest.fixture(scope="module")
+def regressed(real: RunResult) -> RunComparison:
+    return compare_runs(scale_latency(real, 1.3, cases=["self-k3"]), real,
+                        run_label="current/run.json", baseline_label="baseline/run.json")
+
+
+@pytest.fixture(scope="module")
+def big() -> RunComparison:
+    base = synthetic_run(concurrencies=(1, 16, 64), trials=5, requests=5)
+    cur = scale_latency(synthetic_run(concurrencies=(1, 16, 64), trials=5, requests=5, seed=7),
+                        1.4, cases=["qwen3-0.6b-k3"])
+    return compare_runs(cur, base)
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_comparison_fits_80_columns_without_ansi(regressed: RunComparison, big: RunComparison,
+                                                 verbose: bool) -> None:
+    for cmp in (regressed, big):
+        text = render_comparison(cmp, width=80, color=False, verbose=verbose)
+        assert not ANSI.search(text)
+        assert max(len(line) for line in _lines(text)) <= 80
+
+
+def test_run_fits_80_columns_without_ansi(real: RunResult) -> None:
+    text = render_run(real, width=80, color=False)
+    assert not ANSI.search(text)
+    assert max(len(line) for line in _lines(text)) <= 80
+
+
+def test_rich_markup_in_names_is_printed_verbatim(real: RunResult,
+                                                  regressed: RunComparison) -> None:
+    run_text = render_run(real, width=160, color=False)
+    assert "acceptance_rate[pos 1]" in run_text
+    cmp_text = render_comparison(regressed, width=160, color=False, verbose=True)
+    assert "acceptance_rate[pos 1]" in cmp_text
+    # A label that looks like a style tag survives too.
+    odd = real.model_copy(update={"baseline_note": "see [bold]this[/bold] and [pos 2]"})
+    assert "see [bold]this[/bold] and [pos 2]" in render_run(odd, width=200, color=True)
+
+
+def test_color_only_when_asked_and_never_with_no_color(monkeypatch: pytest.MonkeyPatch,
+                                                       regressed: RunComparison) -> None:
+    assert ANSI.search(render_comparison(regressed, width=100, color=True))
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert not ANSI.search(render_comparison(regressed, width=100, color=False))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not ANSI.search(render_comparison(regressed, width=100, color=True))
+    assert not ANSI.search(render_comparison(regressed, width=100))
+
+
+def test_auto_color_follows_the_stream(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with (tmp_path / "log.txt").open("w") as not_a_tty:
+        assert want_color(None, not_a_tty) is False
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        assert want_color(None, not_a_tty) is True
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert want_color(True, not_a_tty) is False
+
+
+def test_default_width_uses_columns_off_a_terminal(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    with (tmp_path / "log.txt").open("w") as log:
+        assert default_width(log) == 100
+        monkeypatch.setenv("COLUMNS", "132")
+        assert default_width(log) == 132
+
+
+def test_regressions_first_explained_and_unchanged_collapsed(big: RunComparison) -> None:
+    text = render_comparison(big, width=120, color=False)
+    lines = _lines(text)
+    verdict_rows = [ln for ln in lines if re.search(r"\b(REGRESSION|IMPROVEMENT|INCONCLUSIVE|"
+                                                    r"UNCHANGED)\s*$", ln)]
+    assert verdict_rows and "REGRESSION" in verdict_rows[0]
+    # the first config group shown is the regressed one
+    first_group = next(ln for ln in lines if ln.endswith("─") and not ln.startswith("─"))
+    assert "qwen3-0.6b-k3" in first_group
+    assert "✗ c1 TPOT median rose" in text  # the reason, expanded
+    assert "UNCHANGED" not in text
+    assert "unchanged metrics (-v lists them)" in text
+    verbose = render_comparison(big, width=120, color=False, verbose=True)
+    assert "UNCHANGED" in verbose
+    # one summary line at the end
+    last = [ln for ln in lines if ln.strip()][-1]
+    counts = big.counts()
+    assert last.startswith(f"{len(big.cases)} cases: ")
+    assert f"{sum(1 for _ in big.regressions)} regressions" in last
+    assert "inconclusive" in last and "improvement" in last
+    assert sum(counts.values()) == len(big.all())
+
+
+def test_refusal_is_printed(real: RunResult) -> None:
+    other = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"hardware_id": "gpu-x"})})
+    text = render_comparison(compare_runs(real, other), width=80, color=False)
+    assert "REFUSED: hardware differs" in text
+    assert "comparison refused" in _lines(text)[-1] or "comparison refused" in text
+    assert max(len(line) for line in _lines(text)) <= 80
+
+
+def test_show_a_baseline(real: RunResult) -> None:
+    base = Baseline(provenance=real.provenance, cases=real.cases)
+    text = render_summary(base, width=80, color=False)
+    assert "specperf baseline — 3 cases" in text
+    assert "self-k3-c1" in text
+    assert max(len(line) for line in _lines(text)) <= 80
+
+
+def test_retried_case_gets_a_line(real: RunResult) -> None:
+    retry = InconclusiveRetry(initial_trials=1, trials=3, cap=3, batch=2, rounds=1,
+                              triggered_by=["TPOT", "E2E"],
+                              outcome={"TPOT": "unchanged", "E2E": "inconclusive"})
+    first = real.cases[0].model_copy(update={"retry": retry})
+    run = real.model_copy(update={"cases": [first, *real.cases[1:]]})
+    text = render_run(run, width=120, color=False)
+    assert (f"retried {first.case.id}: 1 → 3 trials (cap 3) for INCONCLUSIVE TPOT, E2E: TPOT "
+            "now unchanged, E2E still inconclusive") in text
+    assert "retried" not in render_run(real, width=120, color=False)
+
+
+def test_confirmed_case_gets_a_line(real: RunResult) -> None:
+    rec = FreshServerConfirmation(triggered_by=["TPOT"], first_trials=5, trials=10,
+                                  outcome={"TPOT": "inconclusive"})
+    first = real.cases[0].model_copy(update={"confirmation": rec})
+    run = real.model_copy(update={"cases": [first, *real.cases[1:]]})
+    text = render_run(run, width=120, color=False)
+    assert (f"{first.case.id}: TPOT flagged: measured again on a fresh server (5 + 5 "
+            "trials): TPOT now inconclusive") in text
+    assert "fresh server" not in render_run(real, width=120, color=False)

@@ -1,0 +1,157 @@
+"""write_all and the offline HTML report (and a headless-Chromium look at it)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specperf.analysis.compare import compare_runs
+from specperf.report import write_all
+from specperf.report.html import render_html
+from specperf.report.synthetic import scale_latency
+from specperf.schemas import RunResult
+from specperf.store.files import load_result
+from tests.support import DATA_DIR
+
+REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
+REAL_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
+
+
+@pytest.fixture(autouse=True)
+def _no_github(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+@pytest.fixture(scope="module")
+def real() -> RunResult:
+    run = load_result(REAL_RUN)
+    assert isinstance(run, RunResult)
+    return run
+
+
+@pytest.fixture(scope="module")
+def report_dir(real: RunResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    cur = scale_latency(real, 1.3, cases=["self-k3"])
+    assert isinstance(cur, RunResult)
+    written = write_all(cur, out, baseline=real, baseline_label=str(REAL_RUN),
+                        step_summary=False)
+    assert written["html"] == out / "report.html"
+    return out
+
+
+def test_write_all_writes_every_artifact(report_dir: Path) -> None:
+    for name in ("run.json", "comparison.json", "report.md", "report.html", "report.txt"):
+        assert (report_dir / name).stat().st_size > 500, name
+    pngs = sorted((report_dir / "plots").glob("*.png"))
+    assert len(pngs) == 10  # 5 charts + 5 overlays
+    assert all(p.stat().st_size > 10_000 for p in pngs)
+    run = RunResult.model_validate_json((report_dir / "run.json").read_text())
+    assert len(run.cases) == 3
+    cmp = json.loads((report_dir / "comparison.json").read_text())
+    assert cmp["kind"] == "specperf-comparison"
+    assert "REGRESSION" in (report_dir / "report.txt").read_text()
+
+
+def test_html_is_self_contained(report_dir: Path) -> None:
+    page = (report_dir / "report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    images = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == 10
+    for b64 in images:
+        assert base64.b64decode(b64).startswith(b"\x89PNG")
+    assert "http://" not in page and "https://" not in page
+    # nothing is loaded from anywhere: every src/href is a data URI, and no scripts
+    for ref in re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page):
+        assert ref.startswith("data:"), ref
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    assert "url(" not in page
+    assert "default-src 'none'" in page  # the CSP forbids fetching anything else
+
+
+def test_html_shows_the_diff_checks_and_provenance(report_dir: Path) -> None:
+    page = (report_dir / "report.html").read_text(encoding="utf-8")
+    assert "3 regressions" in page
+    assert "Comparison against the baseline" in page
+    assert page.index("Regressions (3)") < page.index("Unchanged (")
+    assert "TPOT median rose 30.0 %" in page
+    assert "acceptance_rate[pos 1]" in page
+    assert "Gate checks: 3 failed" in page
+    assert "cpu-amd-epyc-2c" in page and "da7465d023d99042" in page
+
+
+def test_html_escapes_names(real: RunResult) -> None:
+    odd = real.model_copy(update={"cases": [c.model_copy(
+        update={"config_label": '<img src="https://x/y.png"> & co'}) for c in real.cases]})
+    page = render_html(odd, compare_runs(odd, real), plots={}, make_plots=False)
+    assert '<img src="https' not in page
+    assert "&lt;img src=&quot;https://x/y.png&quot;&gt; &amp; co" in page
+
+
+def test_write_all_survives_a_failing_renderer(real: RunResult, tmp_path: Path) -> None:
+    (tmp_path / "plots").write_text("a file where the plots directory should be")
+    with pytest.warns(UserWarning, match="could not write the charts"):
+        written = write_all(real, tmp_path, strict=False, step_summary=False)
+    assert {"run", "markdown", "html", "text"} <= set(written)
+    assert not any(k.startswith("plot:") for k in written)
+    with pytest.raises(OSError):
+        write_all(real, tmp_path, strict=True, step_summary=False)
+
+
+def test_write_all_appends_the_step_summary(real: RunResult, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    written = write_all(real, tmp_path / "out", step_summary=True)
+    assert written["step_summary"] == summary
+    assert summary.read_text().startswith("## specperf · cpu-tiny")
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        exe = shutil.which(name)
+        if exe:
+            return exe
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None,
+                    reason="headless Chromium not installed (Debian: apt-get install -y "
+                           "chromium); the HTML screenshot check needs it")
+def test_html_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
+    from matplotlib import image
+
+    exe = _chromium()
+    assert exe is not None
+    shot = tmp_path / "report.png"
+    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--no-first-run", "--disable-component-update",
+            "--disable-sync", "--disable-extensions", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000",
+            f"--screenshot={shot}", (report_dir / "report.html").resolve().as_uri()]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    assert shot.exists(), f"no screenshot (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    pixels = image.imread(shot)[..., :3]
+    assert pixels.shape[0] >= 1000 and pixels.shape[1] >= 1000
+    ink = (pixels.min(axis=2) < 0.85).mean()
+    assert ink > 0.02, f"the page looks blank: {ink:.4f} of the pixels have ink"
+    # the embedded charts and the verdict colours show: strongly coloured pixels exist
+    saturation = pixels.max(axis=2) - pixels.min(axis=2)
+    assert (saturation > 0.3).mean() > 0.001
+    assert float(np.std(pixels)) > 0.05
+
+
+def test_html_embeds_the_paired_tpot_gain_chart() -> None:
+    run = load_result(REAL_PAIRED_RUN)
+    assert isinstance(run, RunResult) and run.paired_nospec
+    page = render_html(run)
+    charts = page[page.index("<h2>Charts</h2>"):]
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', charts)) == 6
+    assert 'alt="Paired TPOT gain vs no-spec (same run)"' in charts

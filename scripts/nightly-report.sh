@@ -46,7 +46,7 @@ if [[ -f "$baseline" ]]; then
         --step-summary || status=$?
     # The gate: exit 1 on a regression against the baseline.
     specperf compare "$out/run.json" "$baseline" --markdown "$out/compare.md" \
-        --json "$out/compare.json" || status=$?
+        --json-out "$out/compare.json" || status=$?
 else
     echo "specperf: no baseline $baseline in this checkout: report only, nothing compared" \
         | tee -a "$summary"

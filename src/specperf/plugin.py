@@ -4,44 +4,53 @@ Perf tests ask for the `perf_case` fixture and say which cases they apply to wit
 `@pytest.mark.perf_cases("<kind>")`; the plugin parametrises them from the profile, so
 test code holds no numbers. Items are ordered server config by server config (no-spec
 first), and each server is stopped right after the last item that needs it.
+
+Each hook hands off in one line to a method of :class:`PerfRun` (one per phase of the
+session), which drives the engine's :class:`~specperf.engine.session.PerfSession`. Engine
+errors become pytest outcomes in one place, :func:`engine_errors`; the `perf` fixture is
+the PerfRun itself (``perf.assert_gate(kind, case)``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from specperf.config import settings
 from specperf.config.profile import ProfileError
+from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
+from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
+from specperf.engine.servers import FaultInjection
 from specperf.engine.session import (
     KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
     PerfOptions,
     PerfSession,
+    SessionError,
     default_run_dir,
 )
 from specperf.report.progress import MODES as PROGRESS_MODES
 from specperf.report.progress import RunProgress, make_progress
-from specperf.schemas import Case
+from specperf.schemas import Case, CaseResult, GateCheck
 from specperf.store.baselines import write_baseline
-from specperf.store.files import BaselineError
+from specperf.store.files import BaselineError, atomic_write_text
 from specperf.store.provenance import gpu_present
 
-_KEY = pytest.StashKey[PerfSession]()
-_ITEM_KIND = pytest.StashKey[str]()
-_LAST_USE = pytest.StashKey[dict[str, int]]()
+__all__ = ["PerfRun", "benchmark_extra_info", "engine_errors", "shard_configs"]
 
-DEFAULT_CPU_PROFILE = "cpu-tiny"
-DEFAULT_GPU_PROFILE = "a100-qwen3-32b"
+_KEY = pytest.StashKey["PerfRun"]()
+_LAST_USE = pytest.StashKey[dict[str, int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -96,67 +105,20 @@ def _retry_cap(text: str) -> int:
     return cap
 
 
+def perf_run(config: pytest.Config) -> PerfRun:
+    return config.stash[_KEY]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "perf_cases(kind): parametrise `perf_case` with the profile's cases of this "
         f"kind ({', '.join(KINDS)})"
     )
-    rootdir = Path(str(config.rootpath))
-    profile = config.getoption("--perf-profile") or os.environ.get("SPECPERF_PROFILE") or (
-        DEFAULT_GPU_PROFILE if gpu_present() else DEFAULT_CPU_PROFILE
-    )
-    run_dir_opt = config.getoption("--perf-run-dir")
-    run_dir = Path(run_dir_opt).resolve() if run_dir_opt else default_run_dir(rootdir, profile)
-    json_opt = config.getoption("--perf-json")
-    base_opt = config.getoption("--perf-baselines")
-    models_opt = config.getoption("--perf-models-cache") or os.environ.get("SPECPERF_MODELS_CACHE")
-    opts = PerfOptions(
-        profile=profile,
-        rootdir=rootdir,
-        run_dir=run_dir,
-        json_path=Path(json_opt).resolve() if json_opt else None,
-        baselines_dir=Path(base_opt).resolve() if base_opt else rootdir / "baselines",
-        update_baselines=bool(config.getoption("--perf-update-baselines")),
-        force=bool(config.getoption("--perf-force")),
-        repeats=config.getoption("--perf-repeats"),
-        dataset=config.getoption("--perf-dataset") or os.environ.get("SPECPERF_SHAREGPT"),
-        models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
-        max_outside_cores=config.getoption("--perf-max-outside-cores"),
-        retry_inconclusive=config.getoption("--perf-retry-inconclusive"),
-    )
-
-    def at_terminal(write: Callable[[Any], None]) -> bool:
-        # Progress goes to the terminal as it happens, not into a test's captured
-        # output: a server start can take a minute and a user wants to see it. Looked
-        # up per call: the terminal reporter registers after this hook runs.
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        capman = config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:  # pragma: no cover - e.g. -p no:terminal
-            return False
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                write(reporter)
-                reporter._tw.flush()  # noqa: SLF001
-        else:
-            write(reporter)
-            reporter._tw.flush()  # noqa: SLF001
-        return True
-
-    def say(msg: str) -> None:
-        if not at_terminal(lambda reporter: reporter.write_line(msg)):
-            print(msg, flush=True)
-
-    def end_pytest_line() -> None:
-        # Before the live display takes the terminal: pytest may have written half a line
-        # (a test's name, progress dots); end it and flush, so neither overwrites the other.
-        at_terminal(lambda reporter: reporter.ensure_newline())
-
-    # Chosen now, while sys.stdout is still the terminal (during tests pytest's capture
-    # owns it); the live display keeps its own handle on it.
-    progress = make_progress(config.getoption("--perf-progress"), sys.stdout, say,
-                             prepare=end_pytest_line,
-                             terminal=not config.pluginmanager.is_blocked("terminal"))
-    config.stash[_KEY] = PerfSession(options=opts, say=progress.line, progress=progress)
+    with engine_errors():
+        opts = perf_options(config)
+    progress = terminal_progress(config)
+    config.stash[_KEY] = PerfRun(PerfSession(options=opts, say=progress.line, progress=progress),
+                                 progress)
     config.pluginmanager.register(_ProgressOff(progress), "specperf-progress")
     # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C, so servers stop. Ctrl-C
     # itself gets the same handler, so it raises KeyboardInterrupt where the run is rather
@@ -167,6 +129,46 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, _signal_to_interrupt)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, _signal_to_interrupt)
+
+
+def _signal_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    perf_run(session.config).check_profile(session)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    perf_run(metafunc.config).parametrize(metafunc)
+
+
+@pytest.fixture(scope="session")
+def perf(request: pytest.FixtureRequest) -> PerfRun:
+    return perf_run(request.config)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    perf_run(config).order_items(config, items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    perf_run(session.config).prepare(session)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    perf_run(item.config).after_item(item)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    perf_run(session.config).finish(session, exitstatus)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    perf_run(config).summary(terminalreporter, config)
 
 
 class _ProgressOff:
@@ -200,44 +202,285 @@ def _signal_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def perf_session(config: pytest.Config) -> PerfSession:
-    return config.stash[_KEY]
 
 
-def pytest_collection(session: pytest.Session) -> None:
-    """Validate the profile once, before collecting, when the perf suite is selected, so a
-    bad profile is one clear usage error instead of a collection error per module."""
-    perf_dir = Path(str(session.config.rootpath)) / "perf_tests"
-    args = [Path(a.split("::", 1)[0]).resolve() for a in session.config.args]
-    if any(a == perf_dir or perf_dir in a.parents for a in args):
-        try:
-            _ = perf_session(session.config).profile
-        except ProfileError as exc:
-            raise pytest.UsageError(str(exc)) from None
+@contextmanager
+def engine_errors(case: Case | None = None, *, exit_on_usage: bool = False) -> Iterator[None]:
+    """The one place where engine errors become pytest outcomes.
 
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "perf_case" not in metafunc.fixturenames:
-        return
-    marker = metafunc.definition.get_closest_marker("perf_cases")
-    if marker is None or not marker.args:
-        raise pytest.UsageError(
-            f"{metafunc.definition.nodeid}: a test using `perf_case` needs "
-            f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS}"
-        )
-    kind = marker.args[0]
-    session = perf_session(metafunc.config)
+    A bad profile, baseline file, setting or option is a usage error (``exit_on_usage``:
+    exit the session now, once, instead of an error per collected module). Within a test
+    (``case``), a server that did not start or a case that could not be measured fails
+    it in plain words, without a traceback."""
     try:
-        cases = session.cases_for(kind)
-    except ProfileError as exc:
-        # Once for the session, not once per test module as a collection error.
-        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
-    metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
+        yield
+    except (ProfileError, BaselineError, SessionError) as exc:
+        if exit_on_usage:
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        raise pytest.UsageError(str(exc)) from None
+    except ServerError as exc:
+        if case is None:
+            raise
+        pytest.fail(f"case {case.id}: {exc}", pytrace=False)
+    except RuntimeError as exc:  # MeasureError, and any other failure to measure
+        if case is None:
+            raise
+        pytest.fail(str(exc), pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def perf(request: pytest.FixtureRequest) -> PerfSession:
-    return perf_session(request.config)
+def gate_outcome(checks: list[GateCheck]) -> None:
+    """A test's gate checks as its outcome: failed checks fail it, all skipped skips it."""
+    failed = [c for c in checks if c.outcome == "fail"]
+    if failed:
+        pytest.fail("\n".join(c.message for c in failed), pytrace=False)
+    if checks and all(c.outcome == "skip" for c in checks):
+        pytest.skip(checks[0].message)
+
+
+def perf_options(config: pytest.Config) -> PerfOptions:
+    """The run's options: command line first, then the environment (settings), then
+    the defaults."""
+    try:
+        env = settings.current()
+    except ValidationError as exc:  # a malformed variable: the message names it
+        raise SessionError(str(exc)) from None
+    rootdir = Path(str(config.rootpath))
+    profile = config.getoption("--perf-profile") or env.profile or (
+        DEFAULT_GPU_PROFILE if gpu_present() else DEFAULT_CPU_PROFILE
+    )
+    run_dir_opt = config.getoption("--perf-run-dir")
+    json_opt = config.getoption("--perf-json")
+    base_opt = config.getoption("--perf-baselines")
+    models_opt = config.getoption("--perf-models-cache") or env.models_cache
+    fault = (FaultInjection(env.proxy_delay_ms, tuple(env.proxy_config_ids()))
+             if env.fault_injection and env.proxy_delay_ms is not None else None)
+    return PerfOptions(
+        profile=profile,
+        rootdir=rootdir,
+        run_dir=Path(run_dir_opt).resolve() if run_dir_opt else default_run_dir(rootdir, profile),
+        json_path=Path(json_opt).resolve() if json_opt else None,
+        baselines_dir=Path(base_opt).resolve() if base_opt else rootdir / "baselines",
+        update_baselines=bool(config.getoption("--perf-update-baselines")),
+        force=bool(config.getoption("--perf-force")),
+        repeats=config.getoption("--perf-repeats"),
+        dataset=config.getoption("--perf-dataset") or env.sharegpt,
+        models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
+        max_outside_cores=config.getoption("--perf-max-outside-cores"),
+        retry_inconclusive=config.getoption("--perf-retry-inconclusive"),
+        fault=fault,
+    )
+
+
+def terminal_progress(config: pytest.Config) -> RunProgress:
+    """The run's progress display, writing to the terminal past pytest's capture."""
+
+    def at_terminal(write: Callable[[Any], None]) -> bool:
+        # Progress goes to the terminal as it happens, not into a test's captured
+        # output: a server start can take a minute and a user wants to see it. Looked
+        # up per call: the terminal reporter registers after this hook runs.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:  # pragma: no cover - e.g. -p no:terminal
+            return False
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                write(reporter)
+                reporter._tw.flush()  # noqa: SLF001
+        else:
+            write(reporter)
+            reporter._tw.flush()  # noqa: SLF001
+        return True
+
+    def say(msg: str) -> None:
+        if not at_terminal(lambda reporter: reporter.write_line(msg)):
+            print(msg, flush=True)
+
+    def end_pytest_line() -> None:
+        # Before the live display takes the terminal: pytest may have written half a line
+        # (a test's name, progress dots); end it and flush, so neither overwrites the other.
+        at_terminal(lambda reporter: reporter.ensure_newline())
+
+    # Chosen now, while sys.stdout is still the terminal (during tests pytest's capture
+    # owns it); the live display keeps its own handle on it.
+    return make_progress(config.getoption("--perf-progress"), sys.stdout, say,
+                         prepare=end_pytest_line,
+                         terminal=not config.pluginmanager.is_blocked("terminal"))
+
+
+class PerfRun:
+    """The plugin's side of a perf session: one method per phase, and what a perf test
+    gets as the `perf` fixture."""
+
+    def __init__(self, session: PerfSession, progress: RunProgress) -> None:
+        self.session = session
+        self.progress = progress
+        self.run: Any = None  # (RunResult, RunComparison | None) once written
+
+    @property
+    def view(self) -> RunProgress:
+        return self.progress
+
+    # -- collection -------------------------------------------------------------------
+
+    def check_profile(self, session: pytest.Session) -> None:
+        """Validate the profile once, before collecting, when the perf suite is selected,
+        so a bad profile is one clear usage error instead of a collection error per module."""
+        perf_dir = Path(str(session.config.rootpath)) / "perf_tests"
+        args = [Path(a.split("::", 1)[0]).resolve() for a in session.config.args]
+        if any(a == perf_dir or perf_dir in a.parents for a in args):
+            with engine_errors():
+                _ = self.session.profile
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        if "perf_case" not in metafunc.fixturenames:
+            return
+        marker = metafunc.definition.get_closest_marker("perf_cases")
+        if marker is None or not marker.args:
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: a test using `perf_case` needs "
+                f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS}"
+            )
+        with engine_errors(exit_on_usage=True):
+            cases = self.session.cases_for(marker.args[0])
+        metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
+
+    def order_items(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        perf_items = [(i, _item_case(i)) for i in items]
+        if not any(kc for _, kc in perf_items):
+            return
+        ps = self.session
+        order = {c.id: n for n, c in enumerate(ps.ordered_configs())}
+
+        def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
+            _, kc = pair
+            if kc is None:
+                return (0, 0, 0, 0)
+            kind, case = kc
+            return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
+
+        perf_items.sort(key=key)  # stable: non-perf items keep their order, first
+        shard = config.getoption("--perf-shard")
+        if shard:
+            mine = shard_configs(ps, shard)
+            keep = [(i, kc) for i, kc in perf_items if kc is None or kc[1].config_id in mine]
+            dropped = [i for i, kc in perf_items if kc is not None and kc[1].config_id not in mine]
+            if dropped:
+                config.hook.pytest_deselected(items=dropped)
+            perf_items = keep
+        items[:] = [i for i, _ in perf_items]
+
+    def prepare(self, session: pytest.Session) -> None:
+        """After collection: what will be measured, when each server may stop, and —
+        unless only collecting — the baseline and the run's header lines."""
+        ps = self.session
+        selected = [(n, kc) for n, item in enumerate(session.items)
+                    if (kc := _item_case(item)) is not None]
+        ps.select(kc for _, kc in selected)
+        last_use: dict[str, int] = {}
+        for n, kc in selected:
+            for cid in ps.needed_configs(*kc):
+                last_use[cid] = n
+        session.stash[_LAST_USE] = last_use
+        if selected and not session.config.getoption("collectonly"):
+            with engine_errors():
+                ps.begin()
+
+    # -- running ------------------------------------------------------------------------
+
+    def assert_gate(self, kind: str, case: Case, benchmark: Any = None) -> None:
+        """What every perf test calls: measure, check, and fail/skip in plain words."""
+        ps = self.session
+        with engine_errors(case):
+            if benchmark is not None:
+                result = benchmark.pedantic(ps.measure, args=(case,), rounds=1, iterations=1)
+                benchmark.extra_info.update(benchmark_extra_info(result))
+            checks = ps.evaluate(kind, case)
+        gate_outcome(checks)
+
+    def after_item(self, item: pytest.Item) -> None:
+        """Stop each server right after the last item that needs it."""
+        last_use = item.session.stash.get(_LAST_USE, {})
+        if not last_use:
+            return
+        idx = item.session.items.index(item)
+        for cid, last in last_use.items():
+            if last == idx:
+                self.session.stop_server(cid)
+
+    # -- the end ------------------------------------------------------------------------
+
+    def finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Stop the servers; write the run file and every report once; update the baseline
+        when asked and the run allows it."""
+        ps = self.session
+        ps.stop_all()
+        stop_all_servers()  # also any server interrupted while it was still starting
+        if not ps.results and not ps.server_errors:
+            return
+        # Here: compare loads scipy and the reports matplotlib, which only a run needs.
+        from specperf.analysis.compare import compare_runs
+        from specperf.report import write_all
+
+        run = ps.run_result()
+        ctx = ps.baselines
+        comparison = None
+        if ctx.baseline is not None:
+            comparison = compare_runs(run, ctx.baseline, ps.profile.compare,
+                                      baseline_label=str(ctx.path), force=True,
+                                      history=ctx.history)
+        # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and the
+        # GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails is a
+        # warning; the run's verdict does not depend on it.
+        write_all(run, ps.options.run_dir, ctx.baseline, comparison=comparison, strict=False)
+        if ps.options.json_path is not None:
+            atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
+        self.run = (run, comparison)
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if ps.options.update_baselines and ps.options.fault is not None:
+            ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
+        elif ps.options.update_baselines and ctx.path is not None:
+            regressions = comparison.regressions if comparison is not None else []
+            if interrupted:
+                ps.say("specperf: run interrupted — baseline NOT updated")
+            elif (run.failed or regressions) and not ps.options.force:
+                ps.say(f"specperf: {len(run.failed)} failed check(s), {len(regressions)} "
+                       "regression(s) against the baseline — baseline NOT updated (use --perf-force "
+                       "to accept this run anyway)")
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            elif not run.cases:
+                ps.say("specperf: nothing was measured — baseline NOT updated")
+            else:
+                new = ps.updated_baseline(run)
+                write_baseline(ctx.path, new)
+                ps.say(f"specperf: baseline written: {ctx.path} ({len(new.cases)} cases; "
+                       f"previous kept in {ctx.path.parent / 'history'})")
+
+    def summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if self.run is None:
+            return
+        run, comparison = self.run
+        # Here: the renderers (rich) and the advice only when there is a run to show.
+        from specperf.report.console import render_comparison, render_run
+
+        terminalreporter.section("specperf")
+        tw = terminalreporter._tw  # noqa: SLF001 - pytest's own writer knows width and colour
+        width = max(80, min(tw.fullwidth, 160))
+        verbose = config.getoption("verbose") > 0
+        terminalreporter.write(render_run(run, width=width, color=tw.hasmarkup))
+        if comparison is not None:
+            terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
+                                                     verbose=verbose))
+        if any(c.method for c in run.cases):
+            from specperf.analysis.advice import advise
+            from specperf.report import render_advice
+
+            try:
+                advice = advise(run, self.session.baselines.baseline)
+                terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup))
+            except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
+                terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")
+        terminalreporter.write_line(f"run directory: {run.run_dir} (run.json, report.html, "
+                                    "report.md, plots/)")
 
 
 def _item_case(item: pytest.Item) -> tuple[str, Case] | None:
@@ -248,34 +491,6 @@ def _item_case(item: pytest.Item) -> tuple[str, Case] | None:
     if marker is None:
         return None
     return marker.args[0], callspec.params["perf_case"]
-
-
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    perf_items = [(i, _item_case(i)) for i in items]
-    if not any(kc for _, kc in perf_items):
-        return
-    ps = perf_session(config)
-    order = {c.id: n for n, c in enumerate(ps.ordered_configs())}
-
-    def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
-        _, kc = pair
-        if kc is None:
-            return (0, 0, 0, 0)
-        kind, case = kc
-        return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
-
-    perf_items.sort(key=key)  # stable: non-perf items keep their order, first
-    shard = config.getoption("--perf-shard")
-    if shard:
-        mine = shard_configs(ps, shard)
-        keep = [(i, kc) for i, kc in perf_items if kc is None or kc[1].config_id in mine]
-        dropped = [i for i, kc in perf_items if kc is not None and kc[1].config_id not in mine]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-        perf_items = keep
-    items[:] = [i for i, _ in perf_items]
 
 
 def shard_configs(ps: PerfSession, shard: str) -> set[str]:
@@ -297,134 +512,26 @@ def shard_configs(ps: PerfSession, shard: str) -> set[str]:
     return mine
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    ps = perf_session(session.config)
-    last_use: dict[str, int] = {}
-    any_perf = False
-    for item in session.items:
-        kc = _item_case(item)
-        if kc is not None:
-            ps.wanted.setdefault(kc[1].config_id, set()).add(kc[1].concurrency)
-            if kc[0] == "tpot_gain":
-                ps.tpot_gain_wanted.add(kc[1])
-    for n, item in enumerate(session.items):
-        kc = _item_case(item)
-        if kc is None:
-            continue
-        any_perf = True
-        item.stash[_ITEM_KIND] = kc[0]
-        for cid in ps.needed_configs(*kc):
-            last_use[cid] = n
-    session.stash[_LAST_USE] = last_use
-    if any_perf and not session.config.getoption("collectonly"):
-        try:
-            ps.load_baseline()
-        except (BaselineError, ProfileError) as exc:
-            raise pytest.UsageError(str(exc)) from None
-        ps.options.run_dir.mkdir(parents=True, exist_ok=True)
-        ps.say(f"specperf: profile {ps.profile.name} ({ps.profile.source}), run dir "
-               f"{ps.options.run_dir}")
-        ps.say(f"specperf: {ps.baseline_note}")
-        ps.view.set_cases_total(sum(len(cs) for cs in ps.wanted.values()))
-        cap = ps.retry_cap
-        if cap is not None:
-            if cap <= ps.repeats:
-                raise pytest.UsageError(
-                    f"--perf-retry-inconclusive={cap}: the cap is the most trials a case may "
-                    f"get, and every case already gets {ps.repeats} (repeats) — give a larger "
-                    "cap, or none for the default "
-                    f"({RETRY_CAP_FACTOR} × repeats = {RETRY_CAP_FACTOR * ps.repeats})")
-            if ps.baseline is None:
-                ps.say("specperf: --perf-retry-inconclusive: no baseline, so nothing is "
-                       "compared and no case is retried")
-            else:
-                ps.say(f"specperf: INCONCLUSIVE cases get +{RETRY_BATCH} trials at a time, up "
-                       f"to {cap} per case (--perf-retry-inconclusive)")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    last_use = item.session.stash.get(_LAST_USE, {})
-    if not last_use:
-        return
-    ps = perf_session(item.config)
-    idx = item.session.items.index(item)
-    for cid, last in last_use.items():
-        if last == idx:
-            ps.stop_server(cid)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    ps = perf_session(session.config)
-    ps.stop_all()
-    stop_all_servers()  # also any server interrupted while it was still starting
-    if not ps.results and not ps.server_errors:
-        return
-    from specperf.analysis.compare import compare_runs
-    from specperf.report import write_all
-    from specperf.store.files import atomic_write_text
-
-    run = ps.run_result()
-    atomic_write_text(ps.options.run_dir / "run.json", run.model_dump_json(indent=1))
-    comparison = None
-    if ps.baseline is not None:
-        comparison = compare_runs(run, ps.baseline, ps.profile.compare,
-                                  baseline_label=str(ps.baseline_path), force=True,
-                                  history=ps.baseline_history)
-    # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and the
-    # GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails is a
-    # warning; the run's verdict does not depend on it.
-    write_all(run, ps.options.run_dir, ps.baseline, comparison=comparison, strict=False)
-    if ps.options.json_path is not None:
-        atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
-    session.config.stash[_RUN] = (run, comparison)
-    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-    if ps.options.update_baselines and os.environ.get("SPECPERF_PROXY_DELAY_MS"):
-        ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
-    elif ps.options.update_baselines and ps.baseline_path is not None:
-        regressions = comparison.regressions if comparison is not None else []
-        if interrupted:
-            ps.say("specperf: run interrupted — baseline NOT updated")
-        elif (run.failed or regressions) and not ps.options.force:
-            ps.say(f"specperf: {len(run.failed)} failed check(s), {len(regressions)} "
-                   "regression(s) against the baseline — baseline NOT updated (use --perf-force "
-                   "to accept this run anyway)")
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        elif not run.cases:
-            ps.say("specperf: nothing was measured — baseline NOT updated")
-        else:
-            new = ps.updated_baseline(run)
-            write_baseline(ps.baseline_path, new)
-            ps.say(f"specperf: baseline written: {ps.baseline_path} ({len(new.cases)} cases; "
-                   f"previous kept in {ps.baseline_path.parent / 'history'})")
-
-
-_RUN = pytest.StashKey[Any]()
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    stashed = config.stash.get(_RUN, None)
-    if stashed is None:
-        return
-    run, comparison = stashed
-    from specperf.report.console import render_comparison, render_run
-
-    terminalreporter.section("specperf")
-    tw = terminalreporter._tw  # noqa: SLF001 - pytest's own writer knows width and colour
-    width = max(80, min(tw.fullwidth, 160))
-    verbose = config.getoption("verbose") > 0
-    terminalreporter.write(render_run(run, width=width, color=tw.hasmarkup))
-    if comparison is not None:
-        terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
-                                                 verbose=verbose))
-    if any(c.method for c in run.cases):
-        from specperf.analysis.advice import advise
-        from specperf.report import render_advice
-
-        try:
-            advice = advise(run, perf_session(config).baseline)
-            terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup))
-        except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
-            terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")
-    terminalreporter.write_line(f"run directory: {run.run_dir} (run.json, report.html, "
-                                "report.md, plots/)")
+def benchmark_extra_info(result: CaseResult) -> dict[str, Any]:
+    """A case's figures, flat, for pytest-benchmark's extra_info."""
+    acc = result.acceptance
+    info: dict[str, Any] = {
+        "case": result.case.id,
+        "config": result.case.config_id,
+        "concurrency": result.case.concurrency,
+        "vllm_version": result.vllm_version,
+        "ttft_ms_median": result.ttft_ms.median,
+        "tpot_ms_median": result.tpot_ms.median,
+        "e2e_ms_median": result.e2e_ms.median,
+        "ttft_ms_p99": result.ttft_ms.p99,
+        "tpot_ms_p99": result.tpot_ms.p99,
+        "output_throughput_tok_s": result.output_throughput,
+        "request_throughput_req_s": result.request_throughput,
+        "requests": result.n_requests,
+        "errors": result.n_errors,
+    }
+    if acc is not None:
+        info["acceptance_rate"] = acc.rate
+        info["mean_acceptance_length"] = acc.mean_acceptance_length
+        info["acceptance_per_position"] = acc.per_position_rate
+    return info

@@ -18,13 +18,14 @@ import pytest
 
 from specperf.config.profile import load_profile
 from specperf.lab.agreement import agreement_for_profile, side_figures
-from tests.support import REPO_ROOT
+from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(
         importlib.util.find_spec("vllm") is None,
-        reason="needs vLLM (pip install 'specperf[cpu]', or run `nox -s tests`)",
+        reason=unchecked("the agreement with vLLM's own benchmark (vLLM is not installed)",
+                         INSTALL_VLLM),
     ),
 ]
 

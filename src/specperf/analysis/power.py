@@ -1,24 +1,10 @@
-"""How much a baseline can see: per case and metric, the noise it shows, the trials a
-given effect needs, and the smallest effect its current repeats catch. Pure functions.
+"""How much a baseline can see: per case and metric (TTFT median, TPOT median, output
+throughput), the noise it shows (``cv``), the trials a given effect needs (``needed``),
+the smallest effect its repeats catch (``detectable``), and the simulated power of the
+real verdict rule (``simulated_power``). Pure functions; ``specperf power`` prints them.
 
-For each case of a baseline (or a run) and each of TTFT median, TPOT median and output
-throughput:
-
-* ``cv`` -- the robust coefficient of variation (:func:`specperf.analysis.stats.cv`) of one value
-  per trial when the case has at least :data:`MIN_TRIALS_FOR_CV` trials (the unit the
-  gate compares once both sides have ``CompareRules.min_trials``), else of the pooled
-  per-request values (``source = "requests"``: request-to-request noise, which
-  understates run-to-run drift, so the figures that follow are optimistic; throughput has
-  no per-request value and is then not estimated);
-* ``needed`` -- :func:`specperf.analysis.stats.required_trials`: units (trials, or requests) per
-  side to detect a shift of ``effect`` with ``power`` at the false-alarm rate ``alpha``;
-* ``detectable`` -- :func:`specperf.analysis.stats.detectable_shift` at the units the
-  baseline has now;
-* ``simulated_power`` -- :func:`specperf.analysis.stats.simulated_power` of the real verdict rule
-  (Mann-Whitney + bootstrap CI against the metric's minimum effect) for a true shift of
-  ``effect`` at ``max(needed, min_trials)`` units per side, with cheap settings. It is
-  usually below ``power``: the gate calls REGRESSION only when the whole interval clears
-  the minimum effect, so an effect at or near that minimum is mostly INCONCLUSIVE.
+docs/statistics.md ("Power: what the trials can catch") explains each figure and why the
+simulated power is usually below the nominal one.
 """
 
 from __future__ import annotations
@@ -188,7 +174,7 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
                  seed: int = 0, source: str | None = None,
                  history: Sequence[Baseline | RunResult] = (),
                  repeats: int | None = None) -> PowerReport:
-    """Power figures for every case of a baseline or run (see the module docstring).
+    """Power figures for every case of a baseline or run (docs/statistics.md).
 
     ``history``: the baseline's kept runs; as in the gate (``rules.baseline_runs``), the
     comparable ones are pooled and their between-run spread is part of the noise.

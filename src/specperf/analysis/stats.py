@@ -1,51 +1,15 @@
 """The statistics of the regression gate: pure functions and frozen result models.
 
-Serving latency on a small CPU runner is noisy (per-run CV of median TPOT and throughput
-5-12 %, TTFT up to 16 %), so a single-run percentage threshold either cries wolf or sleeps
-through regressions. A sample comparison here therefore asks two questions at once:
+:func:`compare_samples` judges one metric's samples with a two-sided Mann-Whitney U test
+*and* a percentile-bootstrap CI of the ratio of centres against ``1 ± min_effect``,
+widened by the between-run spread of the baseline's kept runs (Student's t); the answer
+is REGRESSION, IMPROVEMENT, UNCHANGED or INCONCLUSIVE. :func:`compare_rate` holds
+acceptance rates to an absolute tolerance. :func:`required_trials`,
+:func:`detectable_shift` and :func:`simulated_power` say what a number of trials can see.
 
-* is there a difference at all? -- a two-sided Mann-Whitney U test, ``p < alpha``;
-* is it big enough to matter? -- a bootstrap confidence interval (CI) of the ratio
-  ``current centre / baseline centre`` against the band ``1 +/- min_effect``.
-
-and answers four ways, like Chromium Pinpoint: REGRESSION, IMPROVEMENT, UNCHANGED, or
-INCONCLUSIVE ("can't tell yet -- add trials").
-
-Verdict rule for ``compare_samples`` (``m`` = ``min_effect``; ``[lo, hi]`` = CI of the ratio;
-"up" means the metric rose, which is a regression for LOWER_IS_BETTER metrics such as TPOT
-and an improvement for HIGHER_IS_BETTER ones such as throughput)::
-
-    where the CI lies                     p < alpha   verdict
-    ------------------------------------  ----------  --------------------------------
-    either side has < min_samples values  --          INCONCLUSIVE (says how many needed)
-    all values one identical constant     --          UNCHANGED
-    baseline centre is 0                  --          INCONCLUSIVE (ratio undefined)
-    lo >= 1+m   (wholly at/above +m)      yes         "up":   REGRESSION / IMPROVEMENT
-    hi <= 1-m   (wholly at/below -m)      yes         "down": IMPROVEMENT / REGRESSION
-    lo >= 1+m  or  hi <= 1-m              no          INCONCLUSIVE (CI and test disagree)
-    1-m < lo  and  hi < 1+m               either      UNCHANGED (any change is below m)
-    CI crosses 1+m or 1-m (or is NaN)     either      INCONCLUSIVE (could be >= m or not)
-
-Consequences, on purpose:
-
-* A change smaller than ``m`` is never a REGRESSION however tiny ``p`` is: the whole CI must
-  clear the boundary, so a significant 2 % shift with ``m`` = 5 % is UNCHANGED.
-* A non-significant result is UNCHANGED only when the CI also rules out an effect of ``m``;
-  "not significant" on its own is absence of evidence, which is INCONCLUSIVE.
-* A true effect of exactly ``m`` mostly comes out INCONCLUSIVE; the gate needs
-  ``effect - m`` of head-room over the noise. ``simulated_power`` measures this for the real
-  rule; ``required_trials`` alone (detection against zero) is optimistic when ``m > 0``.
-
-Why the *percentile* bootstrap and not BCa: the statistic is usually a ratio of medians of
-5-20 runs. Medians of small resamples take few distinct values and latencies tie, so BCa's
-jackknife acceleration is often 0/0 (SciPy then returns a NaN interval) and its
-bias-correction reads a point mass as bias. The percentile interval never fails, maps
-through monotone transforms (the CI of 1/ratio is 1/CI), and always contains the point
-ratio for medians. Its known under-coverage at small n is
-acceptable because the Mann-Whitney test guards the REGRESSION call as well.
-
-Acceptance rates at temperature 0 are near-deterministic, so ``compare_rate`` uses a plain
-absolute tolerance instead; for it ``min_effect`` holds that absolute tolerance.
+docs/statistics.md explains the verdict rule (its table, why the percentile bootstrap,
+why a change below the minimum effect is never a REGRESSION); the comments here say why
+the code is written the way it is.
 """
 
 from __future__ import annotations
@@ -461,7 +425,7 @@ def _decide(
     min_effect: float,
     direction: Direction,
 ) -> tuple[Verdict, _Why]:
-    """The verdict rule of the module docstring, for a CI of the ratio and a p-value."""
+    """The verdict rule (docs/statistics.md), for a CI of the ratio and a p-value."""
     lo, hi = ci
     if math.isnan(lo) or math.isnan(hi):
         return Verdict.INCONCLUSIVE, "undefined"

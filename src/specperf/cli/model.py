@@ -1,8 +1,5 @@
 """``specperf model``: what the speculative-decoding cost model predicts.
 
-Registered on the real ``specperf`` CLI through :func:`add_model_command`; :func:`main`
-exists only so this command can be exercised on its own in tests.
-
 Examples::
 
     specperf model --acceptance 0.7 --k 3 --target-ms 43.1 --draft-ms 3 --tokens 512
@@ -10,7 +7,7 @@ Examples::
     specperf model --k 3 --sweep-acceptance 0.2..0.95 --target-ms 43.1 --draft-ms 3 --tokens 512
     specperf model ... --json
 
-Value checking happens in :func:`run_model` (the options are parsed as strings), so every
+Value checking happens in :func:`run` (the options are parsed as strings), so every
 bad value -- out of range, unparsable, or a malformed ``LO..HI`` range -- is reported as
 one line on stderr naming the option, with exit code 2.
 """
@@ -20,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +27,10 @@ from rich.table import Table
 from rich.text import Text
 
 from specperf.analysis.costmodel import Prediction, best_k, break_even_acceptance, predict
+from specperf.cli import options
+from specperf.cli.options import BadInput
 
-__all__ = ["add_model_command", "main", "run_model"]
+__all__ = ["add_parser", "run"]
 
 PROG = "specperf model"
 DEFAULT_SWEEP_K = "1..16"
@@ -40,23 +38,14 @@ DEFAULT_SWEEP_ACCEPTANCE = "0.2..0.95"
 DEFAULT_STEP = 0.05
 BEST_K_MAX = 16  # k range searched for the "best k" hint of a single prediction
 MAX_ROWS = 1000  # refuse absurd sweeps instead of printing forever
-EXIT_USAGE = 2
-
-
-class _UsageError(Exception):
-    """A bad option value; the message names the option."""
+#: Columns of the tables when stdout is not a terminal and COLUMNS is unset.
+PIPED_WIDTH = 120
 
 
 # --------------------------------------------------------------------------- argparse
 
 
-def add_model_command(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
-    """Register ``model`` on an ``argparse`` subparsers action; returns its parser.
-
-    Sets ``func=run_model`` as a default, so a dispatcher can call ``args.func(args)``.
-    """
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "model",
         help="predict speculative-decoding speedup/slowdown from the cost model",
@@ -105,12 +94,7 @@ def add_model_command(
         default=None,
         help=f"acceptance step for --sweep-acceptance (default {DEFAULT_STEP})",
     )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON (Prediction fields; a list for sweeps) instead of tables",
-    )
-    p.set_defaults(func=run_model)
+    options.add_json(p, "the Prediction (a list of them for sweeps)")
     return p
 
 
@@ -125,15 +109,15 @@ def _parse_float(raw: Any, option: str) -> float:
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise _UsageError(f"{option}: expected a number, got {raw!r}") from None
+        raise BadInput(f"{option}: expected a number, got {raw!r}") from None
     if not math.isfinite(value):
-        raise _UsageError(f"{option}: expected a finite number, got {raw!r}")
+        raise BadInput(f"{option}: expected a finite number, got {raw!r}")
     return value
 
 
 def _parse_int(raw: Any, option: str) -> int:
     if isinstance(raw, bool):
-        raise _UsageError(f"{option}: expected an integer, got {raw!r}")
+        raise BadInput(f"{option}: expected an integer, got {raw!r}")
     if isinstance(raw, int):
         return raw
     try:
@@ -142,35 +126,35 @@ def _parse_int(raw: Any, option: str) -> int:
         pass
     value = _parse_float(raw, option)  # accept "512.0" / "1e3", reject "2.5"
     if not value.is_integer():
-        raise _UsageError(f"{option}: expected an integer, got {raw!r}")
+        raise BadInput(f"{option}: expected an integer, got {raw!r}")
     return int(value)
 
 
 def _acceptance(raw: Any, option: str) -> float:
     a = _parse_float(raw, option)
     if not 0.0 <= a <= 1.0:
-        raise _UsageError(f"{option}: acceptance must be in [0, 1], got {raw!r}")
+        raise BadInput(f"{option}: acceptance must be in [0, 1], got {raw!r}")
     return a
 
 
 def _k(raw: Any, option: str) -> int:
     k = _parse_int(raw, option)
     if k < 1:
-        raise _UsageError(f"{option}: k must be >= 1, got {raw!r}")
+        raise BadInput(f"{option}: k must be >= 1, got {raw!r}")
     return k
 
 
 def _required(args: argparse.Namespace, dest: str, option: str, what: str) -> Any:
     raw = _get(args, dest)
     if raw is None:
-        raise _UsageError(f"{option} is required ({what})")
+        raise BadInput(f"{option} is required ({what})")
     return raw
 
 
 def _split_range(raw: Any, option: str) -> tuple[str, str]:
     parts = str(raw).split("..")
     if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-        raise _UsageError(f"{option}: expected a range LO..HI, got {raw!r}")
+        raise BadInput(f"{option}: expected a range LO..HI, got {raw!r}")
     return parts[0], parts[1]
 
 
@@ -179,11 +163,11 @@ def _k_range(raw: Any, option: str = "--sweep-k") -> list[int]:
     try:
         lo, hi = int(lo_s), int(hi_s)
     except ValueError:
-        raise _UsageError(f"{option}: expected integers LO..HI, got {raw!r}") from None
+        raise BadInput(f"{option}: expected integers LO..HI, got {raw!r}") from None
     if lo < 1 or hi < lo:
-        raise _UsageError(f"{option}: need 1 <= LO <= HI, got {raw!r}")
+        raise BadInput(f"{option}: need 1 <= LO <= HI, got {raw!r}")
     if hi - lo + 1 > MAX_ROWS:
-        raise _UsageError(f"{option}: range {raw!r} has {hi - lo + 1} rows (max {MAX_ROWS})")
+        raise BadInput(f"{option}: range {raw!r} has {hi - lo + 1} rows (max {MAX_ROWS})")
     return list(range(lo, hi + 1))
 
 
@@ -192,12 +176,12 @@ def _acceptance_range(raw: Any, step: float, option: str = "--sweep-acceptance")
     try:
         lo, hi = float(lo_s), float(hi_s)
     except ValueError:
-        raise _UsageError(f"{option}: expected numbers LO..HI, got {raw!r}") from None
+        raise BadInput(f"{option}: expected numbers LO..HI, got {raw!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi)) or not 0.0 <= lo <= hi <= 1.0:
-        raise _UsageError(f"{option}: need 0 <= LO <= HI <= 1, got {raw!r}")
+        raise BadInput(f"{option}: need 0 <= LO <= HI <= 1, got {raw!r}")
     n = math.floor((hi - lo) / step + 1e-9) + 1
     if n > MAX_ROWS:
-        raise _UsageError(
+        raise BadInput(
             f"{option}: range {raw!r} with step {step:g} has {n} rows (max {MAX_ROWS})"
         )
     # Round away float accumulation noise (0.2 + 3*0.05 = 0.35000000000000003).
@@ -220,15 +204,15 @@ def _parse_request(args: argparse.Namespace) -> _Request:
     sweep_k = _get(args, "sweep_k")
     sweep_a = _get(args, "sweep_acceptance")
     if sweep_k is not None and sweep_a is not None:
-        raise _UsageError("--sweep-k and --sweep-acceptance cannot be combined")
+        raise BadInput("--sweep-k and --sweep-acceptance cannot be combined")
     if sweep_k is not None and _get(args, "k") is not None:
-        raise _UsageError("--k cannot be combined with --sweep-k (the sweep sets k)")
+        raise BadInput("--k cannot be combined with --sweep-k (the sweep sets k)")
     if sweep_a is not None and _get(args, "acceptance") is not None:
-        raise _UsageError(
+        raise BadInput(
             "--acceptance cannot be combined with --sweep-acceptance (the sweep sets it)"
         )
     if _get(args, "step") is not None and sweep_a is None:
-        raise _UsageError("--step only applies to --sweep-acceptance")
+        raise BadInput("--step only applies to --sweep-acceptance")
 
     acc, k = 0.0, 1  # placeholders; each is either parsed below or swept
     if sweep_a is None:
@@ -243,21 +227,21 @@ def _parse_request(args: argparse.Namespace) -> _Request:
         _required(args, "target_ms", "--target-ms", "target time per step in ms"), "--target-ms"
     )
     if target <= 0:
-        raise _UsageError(f"--target-ms: must be > 0, got {_get(args, 'target_ms')!r}")
+        raise BadInput(f"--target-ms: must be > 0, got {_get(args, 'target_ms')!r}")
     draft = _parse_float(
         _required(args, "draft_ms", "--draft-ms", "draft time per token in ms"), "--draft-ms"
     )
     if draft < 0:
-        raise _UsageError(f"--draft-ms: must be >= 0, got {_get(args, 'draft_ms')!r}")
+        raise BadInput(f"--draft-ms: must be >= 0, got {_get(args, 'draft_ms')!r}")
     tokens = _parse_int(
         _required(args, "tokens", "--tokens", "output tokens to generate"), "--tokens"
     )
     if tokens < 1:
-        raise _UsageError(f"--tokens: must be >= 1, got {_get(args, 'tokens')!r}")
+        raise BadInput(f"--tokens: must be >= 1, got {_get(args, 'tokens')!r}")
     raw_o = _get(args, "overhead_ms")
     overhead = 0.0 if raw_o is None else _parse_float(raw_o, "--overhead-ms")
     if overhead < 0:
-        raise _UsageError(f"--overhead-ms: must be >= 0, got {raw_o!r}")
+        raise BadInput(f"--overhead-ms: must be >= 0, got {raw_o!r}")
 
     as_json = bool(_get(args, "json"))
     if sweep_k is not None:
@@ -268,7 +252,7 @@ def _parse_request(args: argparse.Namespace) -> _Request:
         raw_step = _get(args, "step")
         step = DEFAULT_STEP if raw_step is None else _parse_float(raw_step, "--step")
         if step <= 0:
-            raise _UsageError(f"--step: must be > 0, got {raw_step!r}")
+            raise BadInput(f"--step: must be > 0, got {raw_step!r}")
         accs = _acceptance_range(sweep_a, step)
         return _Request(target, draft, tokens, overhead, accs, [k], "sweep-acceptance", as_json)
     return _Request(target, draft, tokens, overhead, [acc], [k], "single", as_json)
@@ -416,17 +400,13 @@ def _render_sweep_acceptance(console: Console, preds: list[Prediction], req: _Re
         )
 
 
-# --------------------------------------------------------------------------- entry points
+# --------------------------------------------------------------------------- command
 
 
-def run_model(args: argparse.Namespace) -> int:
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
     """Run ``specperf model`` for parsed ``args``; returns the exit code (2 on bad input)."""
-    try:
-        req = _parse_request(args)
-    except _UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
+    req = _parse_request(args)
     preds = [
         predict(a, k, req.target_ms, req.draft_ms, req.tokens, req.overhead_ms)
         for a in req.acceptances
@@ -440,33 +420,13 @@ def run_model(args: argparse.Namespace) -> int:
             else [p.model_dump(mode="json") for p in preds]
         )
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-        return 0
+        return options.EXIT_OK
 
-    console = Console(file=sys.stdout, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        # Piped / captured output: don't squeeze the tables into rich's default 80 columns.
-        console = Console(file=sys.stdout, highlight=False, width=120)
+    console = options.stdout_console(PIPED_WIDTH)
     if req.mode == "single":
         _render_single(console, preds[0], req)
     elif req.mode == "sweep-k":
         _render_sweep_k(console, preds, req)
     else:
         _render_sweep_acceptance(console, preds, req)
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry for tests: ``specperf model ...`` without the full CLI."""
-    parser = argparse.ArgumentParser(prog="specperf")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_model_command(subparsers)
-    try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as exc:  # argparse syntax errors (exit 2) and --help (exit 0)
-        code = exc.code
-        return code if isinstance(code, int) else EXIT_USAGE
-    return int(args.func(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    return options.EXIT_OK

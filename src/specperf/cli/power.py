@@ -16,14 +16,21 @@ input (one line naming the file).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
-__all__ = ["add_power_command", "main", "run_power"]
+from rich.console import Console
+from rich.table import Table
+
+from specperf.analysis.power import power_report
+from specperf.cli import options
+from specperf.config.rules import default_metric_rules
+
+__all__ = ["add_parser", "run"]
+
+PROG = "specperf power"
 
 
-def add_power_command(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "power", help="trials needed to catch an effect, from a baseline's own noise",
         description=__doc__.split("\n\n", 2)[2] if __doc__ else None,
@@ -40,14 +47,8 @@ def add_power_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=None, metavar="N",
                    help="trials the next run will have (default: the baseline's own): "
                         "'catches ≥' and the simulated power are for N")
-    p.add_argument("--history", nargs="+", default=None, metavar="FILE",
-                   help="kept runs to pool with the baseline instead of its history "
-                        "directory (e.g. earlier run.json files)")
-    p.add_argument("--no-history", action="store_true",
-                   help="ignore the baseline's kept runs (history/<name>/*.json beside it); "
-                        "by default they are pooled as the gate pools them")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=run_power)
+    options.add_history(p)
+    options.add_json(p, "the PowerReport")
     return p
 
 
@@ -55,37 +56,26 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v * 100:.1f} %"
 
 
-def run_power(args: argparse.Namespace) -> int:
-    from specperf.analysis.power import power_report
-    from specperf.store.baselines import load_history
-    from specperf.store.files import BaselineError, load_result
+def _default_min_effects() -> str:
+    rules = default_metric_rules()
+    shown = (("ttft", "TTFT"), ("tpot", "TPOT"), ("output_throughput", "throughput"))
+    return ", ".join(f"{label} {rules[key].min_effect * 100:g} %" for key, label in shown)
 
-    try:
-        result = load_result(args.baseline)
-        if args.no_history:
-            history = []
-        elif args.history:
-            history = [load_result(h) for h in args.history]
-        else:
-            history = load_history(Path(args.baseline))
-    except BaselineError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else f"{args.baseline}: unreadable"
-        print(f"specperf power: error: {first}", file=sys.stderr)
-        return 2
+
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
+    result = options.load(args.baseline)
+    history = options.history(args, args.baseline)
     try:
         report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
                               simulate=args.sim_trials > 0, sim_trials=max(args.sim_trials, 1),
                               source=str(args.baseline), history=history,
                               repeats=args.repeats)
     except ValueError as exc:
-        print(f"specperf power: error: {exc}", file=sys.stderr)
-        return 2
+        raise options.BadInput(str(exc)) from None
     if args.json:
         print(report.model_dump_json(indent=1))
-        return 0
-
-    from rich.console import Console
-    from rich.table import Table
+        return options.EXIT_OK
 
     table = Table(title=f"Power for a {_pct(args.effect)} shift: α = {args.alpha:g}, "
                         f"power {args.power:g} ({args.baseline})")
@@ -111,17 +101,9 @@ def run_power(args: argparse.Namespace) -> int:
     console.print(
         "needed: required_trials (normal approximation / Mann-Whitney efficiency); simulated "
         f"power: the real verdict rule at max(needed, {report.min_trials}) per side against "
-        "the metric's minimum effect (TTFT 10 %, TPOT 5 %, throughput 3 %).",
+        f"the metric's minimum effect ({_default_min_effects()}).",
         highlight=False,
     )
     for note in dict.fromkeys(notes):
         console.print(f"• {note}", highlight=False)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specperf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_power_command(sub)
-    args = parser.parse_args(["power", *(argv if argv is not None else sys.argv[1:])])
-    return int(args.func(args))
+    return options.EXIT_OK

@@ -85,8 +85,8 @@ class Load(_Strict):
     request_timeout_s: float = Field(300.0, gt=0)
     # The contention guard (specperf.engine.contention): a trial during which other processes
     # used more than this many cores is measured again. 0.25 because on the 2-core CPU
-    # runner a quarter core of foreign load already moved TPOT by more than 10 %, more
-    # than the 5 % a comparison calls a change; a GPU host with many idle cores can
+    # runner a quarter core of foreign load already moved TPOT by more than a comparison's
+    # minimum effect (measured: docs/validation.md); a GPU host with many idle cores can
     # afford more. 0 or less turns the guard off (--perf-max-outside-cores overrides).
     max_outside_cores: float = Field(
         0.25, description="re-measure a trial when other processes used more cores than this; "
@@ -364,11 +364,11 @@ def _allowed_keys(loc: tuple[Any, ...]) -> str:
             continue
         field = getattr(model, "model_fields", {}).get(item)
         if field is None:
-            return "see the profile reference in README"
+            return "see the profile reference in docs/profiles.md"
         model = _model_of(field.annotation)
         keyed = typing.get_origin(field.annotation) is dict
     if model is None or not hasattr(model, "model_fields"):
-        return "see the profile reference in README"
+        return "see the profile reference in docs/profiles.md"
     return ", ".join(model.model_fields)
 
 

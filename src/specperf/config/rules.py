@@ -71,8 +71,8 @@ def default_metric_rules() -> dict[MetricKey, MetricRule]:
     }
 
 
-#: The budget gate's defaults (profile.BudgetGate: TTFT +25 %, throughput -15 %): single
-#: runs on a CPU runner vary by 5-12 % (TTFT up to 16 %).
+#: The budget gate's defaults (profile.BudgetGate: TTFT +25 %, throughput -15 %), wide
+#: enough for the run-to-run noise of a CPU runner (measured: docs/validation.md).
 DEFAULT_BUDGETS: dict[MetricKey, float] = {
     "ttft": 0.25, "tpot": 0.15, "e2e": 0.15, "output_throughput": 0.15,
 }

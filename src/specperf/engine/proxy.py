@@ -30,12 +30,11 @@ Use::
     with DelayProxy("http://127.0.0.1:8000", delay_s=0.005) as proxy:
         run_load(proxy.base_url, ...)
 
-    python -m specperf.engine.proxy --target http://127.0.0.1:8000 --delay-ms 5 --port 8001
+In a perf run, SPECPERF_PROXY_DELAY_MS puts it in front of the spec servers (docs/validation.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
@@ -46,7 +45,7 @@ from aiohttp import web
 
 from specperf.engine.loopback import LoopbackApp
 
-__all__ = ["DelayProxy", "ProxyStats", "delay_for_tpot", "expected_tpot_rise", "main", "make_app"]
+__all__ = ["DelayProxy", "ProxyStats", "delay_for_tpot", "expected_tpot_rise", "make_app"]
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones aiohttp recomputes: never copied.
 _HOP = {
@@ -204,29 +203,3 @@ class DelayProxy(LoopbackApp):
         self.stats = ProxyStats()
         super().__init__(make_app(self.target, delay_s, self.stats), port=port,
                          name="specperf-delay-proxy")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m specperf.engine.proxy",
-        description="A delaying loopback proxy (a fault injector, not a vLLM stand-in): "
-                    "forwards to TARGET and delays each streamed text chunk.",
-    )
-    parser.add_argument("--target", required=True, help="base URL of the real server")
-    parser.add_argument("--delay-ms", type=float, required=True,
-                        help="added to every inter-chunk gap of streamed responses")
-    parser.add_argument("--port", type=int, default=0, help="listen port (0: pick one)")
-    args = parser.parse_args(argv)
-    with DelayProxy(args.target, args.delay_ms / 1000.0, port=args.port) as proxy:
-        print(f"specperf.proxy: {proxy.base_url} → {proxy.target}, "
-              f"+{args.delay_ms:g} ms per streamed chunk (Ctrl-C stops)", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,11 +9,9 @@ an interrupted or failed download never leaves a file a run would take for the d
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import os
-import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -34,7 +32,8 @@ class FetchError(RuntimeError):
     """A download that did not produce the file; the message says why and what to do."""
 
 
-def _default_url() -> str:
+def default_url() -> str:
+    """$SPECPERF_SHAREGPT_URL (a mirror), else the Hugging Face URL."""
     return settings.current().sharegpt_url or URL
 
 
@@ -52,7 +51,7 @@ def fetch(
     An existing file is kept unless ``force`` (checked against ``sha256`` if given).
     Raises :class:`FetchError` naming the URL and the cause; no partial file remains.
     """
-    url = url or _default_url()
+    url = url or default_url()
     if not _scheme_ok(url):
         raise FetchError(f"{url}: only http(s) URLs are fetched")
     dest_dir = Path(dest_dir)
@@ -138,61 +137,3 @@ def _sha256(path: Path) -> str:
 
 def _scheme_ok(url: str) -> bool:
     return url.startswith(("https://", "http://"))
-
-
-def _run(args: argparse.Namespace) -> int:
-    url = args.url or _default_url()
-    last = [-1]
-
-    def progress(got: int, total: int | None) -> None:
-        mb = got >> 20
-        if args.quiet or mb // 50 == last[0]:
-            return
-        last[0] = mb // 50
-        of = f" of {total >> 20}" if total else ""
-        print(f"  {mb}{of} MB", file=sys.stderr)
-
-    dest = Path(args.dir) / FILENAME
-    if dest.exists() and not args.force:
-        print(f"{dest}: already there (use --force to download again)")
-    else:
-        print(f"downloading {url}\n         to {dest}", file=sys.stderr)
-    try:
-        path = fetch(Path(args.dir), url, sha256=args.sha256, force=args.force,
-                     timeout_s=args.timeout, progress=progress)
-    except FetchError as exc:
-        print(f"specperf fetch-sharegpt: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
-
-
-def add_fetch_sharegpt_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "fetch-sharegpt",
-        help=f"download {FILENAME} (never done by a perf run)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("dir", metavar="DIR",
-                   help="where to put it (e.g. datasets/, which the GPU profiles read)")
-    p.add_argument("--url", default=None,
-                   help=f"download from here instead (default: ${URL_ENV} or {URL})")
-    p.add_argument("--sha256", default=None, help="refuse a file whose sha256 differs")
-    p.add_argument("--force", action="store_true", help="download even if the file exists")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds without data (60)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
-    p.set_defaults(func=_run)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specperf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_fetch_sharegpt_command(sub)
-    args = parser.parse_args(["fetch-sharegpt", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

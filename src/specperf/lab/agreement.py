@@ -68,8 +68,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specperf.analysis.aggregate import summarise
-from specperf.config.profile import Sampling
+from specperf.config.profile import Sampling, load_profile
+from specperf.engine.datasets import load_prompts
 from specperf.engine.server import log_tail
+from specperf.engine.servers import ServerPool
 from specperf.schemas import RequestSample, utcnow
 
 Client = Literal["specperf", "vllm"]
@@ -651,19 +653,8 @@ def agreement_for_profile(
 ) -> Agreement:
     """The agreement on a profile's prompts and sampling: on a server started for one of
     its configs (as the perf suite starts it, stopped at the end), or on ``base_url``."""
-    from specperf.engine.session import PerfOptions, PerfSession
-
     rootdir = rootdir or Path.cwd()
-    session = PerfSession(
-        options=PerfOptions(
-            profile=profile, rootdir=rootdir, run_dir=run_dir, json_path=None,
-            baselines_dir=run_dir / "baselines", update_baselines=False, force=False,
-            repeats=None, dataset=dataset,
-            models_cache=models_cache or rootdir / ".specperf" / "models",
-        ),
-        say=say,
-    )
-    prof = session.profile
+    prof = load_profile(profile, rootdir)
     ids = ", ".join(c.id for c in prof.server_configs)
     if config_id is not None and config_id not in {c.id for c in prof.server_configs}:
         raise ValueError(f"{prof.source}: no server config {config_id!r} — pass --config with "
@@ -675,16 +666,18 @@ def agreement_for_profile(
     serve_args = [*prof.serve_args, *cfg.serve_args]
     if prime is None:
         prime = "--no-enable-prefix-caching" not in serve_args
+    # The server as the perf suite starts it (tiny models, preflight, log under run_dir).
+    pool = ServerPool(prof, run_dir, models_cache or rootdir / ".specperf" / "models", say=say)
     try:
         version = None
         if base_url is None:
-            server = session.server_for(cfg.id)
+            server = pool.server_for(cfg.id)
             base_url = server.base_url
             model = server.argv[server.argv.index("--model") + 1]
             version = server.version
         assert model is not None
         return measure_agreement(
-            base_url, model, session.prompts(), prof.sampling, concurrency,
+            base_url, model, load_prompts(prof, dataset), prof.sampling, concurrency,
             n_requests or prof.load.requests_at(concurrency), run_dir / "agreement",
             rounds=rounds,
             warmup_requests=prof.load.warmup_requests if warmup_requests is None
@@ -693,7 +686,7 @@ def agreement_for_profile(
             vllm_version=version, say=say,
         )
     finally:
-        session.stop_all()
+        pool.stop_all()
 
 
 if __name__ == "__main__":

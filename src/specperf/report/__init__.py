@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specperf.report.advice import advice_console, advice_markdown
+
 if TYPE_CHECKING:
     from specperf.analysis.compare import RunComparison
     from specperf.config.rules import CompareRules
@@ -38,8 +40,6 @@ def render_advice(advice: Any, width: int, color: bool) -> str:
     import io
 
     from rich.console import Console
-
-    from specperf.cli.advise import advice_console
 
     buf = io.StringIO()
     Console(file=buf, width=width, force_terminal=color, no_color=not color,
@@ -139,8 +139,6 @@ def write_all(
     def write_md() -> None:
         path = markdown.write_markdown(out / "report.md", run, comparison)
         if advice is not None:
-            from specperf.cli.advise import advice_markdown
-
             text = path.read_text(encoding="utf-8")
             section = "\n" + advice_markdown(advice, heading="###")
             if len((text + section).encode()) <= markdown.MAX_BYTES:

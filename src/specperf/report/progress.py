@@ -1,8 +1,9 @@
 """What a perf run shows while it runs: a rich live display on a terminal, plain lines in a log.
 
-A run spends minutes in places pytest cannot see into: a vLLM server loading (35–80 s on a
-CPU), then trials of a server config's cases, interleaved, each a batch of streamed
-requests. The fixture reports those events to a :class:`RunProgress`:
+A run spends minutes in places pytest cannot see into: a vLLM server loading (most of a
+minute on a CPU; measured: docs/validation.md), then trials of a server config's cases,
+interleaved, each a batch of streamed requests. The fixture reports those events to a
+:class:`RunProgress`:
 
     server_starting → server_ready | server_failed
     case_started (one per case of the config being measured, before its first trial)

@@ -1,11 +1,11 @@
 """Synthetic runs for tests, demos and looking at the renderers without a GPU.
 
 The numbers follow the shape of the published A100 matrix (Qwen3-32B target, Qwen3-0.6B
-and Qwen3-1.7B drafts, k = 1..5, concurrency 1..64): spec decoding cuts TPOT at low
-concurrency (about 43 → 25 ms at c=1, k=3), the gain shrinks as the batch grows, TTFT
-always costs a little, and acceptance decays geometrically with the draft position. They
-are a plausible cost model plus log-normal noise, NOT measurements; every synthetic run
-says so in ``provenance.provisional``.
+and Qwen3-1.7B drafts, k = 1..5, concurrency 1..64; the table is in the comments of
+perf_tests/profiles/a100-qwen3-32b.toml): spec decoding cuts TPOT at low concurrency, the
+gain shrinks as the batch grows, TTFT always costs a little, and acceptance decays
+geometrically with the draft position. They are a plausible cost model plus log-normal
+noise, NOT measurements; every synthetic run says so in ``provenance.provisional``.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ finishes when the last one finished.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -137,36 +135,3 @@ def read_run(path: Path) -> RunResult:
         raise MergeError(str(exc)) from None
     assert isinstance(run, RunResult)
     return run
-
-
-def _run(args: argparse.Namespace) -> int:
-    from specperf.store.files import atomic_write_text
-
-    paths = [Path(p) for p in args.runs]
-    try:
-        runs = [read_run(p) for p in paths]
-        merged = merge_runs(runs, [str(p) for p in paths])
-    except MergeError as exc:
-        print(f"specperf merge: {exc}", file=sys.stderr)
-        return 2
-    out = Path(args.out)
-    merged = merged.model_copy(update={"run_dir": str(out.resolve().parent)})
-    atomic_write_text(out, merged.model_dump_json(indent=1))
-    failed = len(merged.failed)
-    print(f"{out}: {len(runs)} run(s), {len(merged.cases)} cases, {len(merged.checks)} checks"
-          + (f", {failed} failed" if failed else ""))
-    return 0
-
-
-def add_merge_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "merge",
-        help="merge the run files of a sharded run into one",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("runs", nargs="+", metavar="RUN.json", help="run files of the shards")
-    p.add_argument("--out", "-o", required=True, metavar="MERGED.json",
-                   help="where to write the merged run file")
-    p.set_defaults(func=_run)
-    return p

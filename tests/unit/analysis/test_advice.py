@@ -10,8 +10,6 @@ k=1..3, self-draft k=3, ngram k=3 at c = 1, 4, 8) and ``tests/data/run-cpu-ci-k2
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import pytest
 
 from specperf.analysis import costmodel as cm
@@ -21,33 +19,16 @@ from specperf.schemas import (
     Baseline,
     Case,
     CaseResult,
-    Provenance,
     RequestSample,
     RunResult,
     ServerRecord,
     Summary,
     Trial,
 )
-from tests.support import DATA_DIR
-
-DATA = DATA_DIR
+from tests.support import T0, load_run, make_run
 
 DRAFTS = 1000.0
 POS = [0.8, 0.6, 0.45]  # p_i for k = 3; smaller k use a prefix
-
-
-def _prov() -> Provenance:
-    return Provenance(
-        specperf_version="0.0",
-        vllm_version="0.0.test",
-        hardware_id="cpu-test-2c",
-        hardware="test CPU, 2 cores",
-        accelerator="cpu",
-        python_version="3.11",
-        profile_name="synthetic",
-        profile_hash="0" * 16,
-        date=datetime(2026, 1, 1, tzinfo=timezone.utc),
-    )
 
 
 def _case(
@@ -91,15 +72,6 @@ def _spec_tpot(t: float, o: float, d: float, k: int, pos: list[float]) -> float:
     return (t + o + k * d) / (1.0 + sum(pos[:k]))
 
 
-def _run(cases: list[CaseResult]) -> RunResult:
-    return RunResult(
-        provenance=_prov(),
-        run_dir="/tmp/synthetic-run",
-        started_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
-        cases=cases,
-    )
-
-
 def _world(
     t: dict[int, float],
     d: dict[int, float],
@@ -115,7 +87,7 @@ def _world(
         p = (draft_k or {}).get(k, pos[:k])
         for c in sorted(t):
             cases.append(_case(f"draft-k{k}", c, _spec_tpot(t[c], o[c], d[c], k, p), k, p))
-    return _run(cases)
+    return make_run(cases)
 
 
 # --------------------------------------------------------------------------- advice
@@ -281,7 +253,7 @@ def test_no_crossover_in_range() -> None:
 
 def test_non_physical_costs_are_flagged_not_used() -> None:
     # spec step (TPOT × E) cheaper than a no-spec step: e.g. the no-spec case was disturbed
-    run = _run([_case("nospec", 1, 231.0), _case("self-k3", 1, 52.7, 3, [1.0, 0.996, 0.996])])
+    run = make_run([_case("nospec", 1, 231.0), _case("self-k3", 1, 52.7, 3, [1.0, 0.996, 0.996])])
     a = advise(run).case("self-k3", 1)
     assert a is not None
     assert a.costs_fit is False and a.point_fit_physical is False
@@ -291,7 +263,7 @@ def test_non_physical_costs_are_flagged_not_used() -> None:
 
 
 def test_missing_nospec_and_missing_counters() -> None:
-    run = _run([_case("draft-k2", 1, 50.0, 2)])
+    run = make_run([_case("draft-k2", 1, 50.0, 2)])
     adv = advise(run)
     assert adv.nospec_config_id is None
     assert any("no no-spec config" in n for n in adv.notes)
@@ -299,14 +271,14 @@ def test_missing_nospec_and_missing_counters() -> None:
     assert a is not None and a.measured_gain is None
     assert "no advice" in a.sentence
     no_counters = _case("draft-k2", 1, 50.0, 2).model_copy(update={"acceptance": None})
-    adv = advise(_run([_case("nospec", 1, 100.0), no_counters]))
+    adv = advise(make_run([_case("nospec", 1, 100.0), no_counters]))
     a = adv.case("draft-k2", 1)
     assert a is not None and a.tokens_per_step is None
     assert any("counters" in n for n in a.notes)
 
 
 def test_inconsistent_counters_are_noted() -> None:
-    run = _run([_case("nospec", 1, 100.0), _case("draft-k2", 1, 50.0, 2, [0.5, 0.7])])
+    run = make_run([_case("nospec", 1, 100.0), _case("draft-k2", 1, 50.0, 2, [0.5, 0.7])])
     a = advise(run).case("draft-k2", 1)
     assert a is not None
     assert any("inconsistent" in n for n in a.notes)
@@ -347,7 +319,7 @@ def _with_samples(case: CaseResult, spread: float = 0.05) -> CaseResult:
                       output_tokens=tokens)
         for i, j in enumerate(offsets)
     ]
-    trial = Trial(index=0, started_at=datetime(2026, 1, 1, tzinfo=timezone.utc), duration_s=9.0,
+    trial = Trial(index=0, started_at=T0, duration_s=9.0,
                   samples=samples, output_tokens=tokens * 9, output_throughput=1.0,
                   request_throughput=1.0)
     return case.model_copy(update={"trials": [trial]})
@@ -368,7 +340,7 @@ def test_self_draft_config_checks_the_fixed_overhead() -> None:
     self_k3 = _with_samples(_case("self-k3", 1, (t + o + 3 * t) / 4.0, 3, [1.0, 1.0, 1.0],
                                   draft="tiny:target"))
     draft_k3 = _with_samples(_case("draft-k3", 1, _spec_tpot(t, 0.0, 8.0, 3, POS), 3))
-    run = _run([nospec, self_k3, draft_k3]).model_copy(update={"servers": [
+    run = make_run([nospec, self_k3, draft_k3]).model_copy(update={"servers": [
         _server("nospec", None), _server("self-k3", "/m/target/"), _server("draft-k3", "/m/draft"),
     ]})
     adv = advise(run)
@@ -397,7 +369,7 @@ def test_self_draft_overhead_consistent_with_none_is_said() -> None:
     nospec = _with_samples(_case("nospec", 1, t), spread=0.2)
     self_k3 = _with_samples(_case("self-k3", 1, (t + 2.0 + 3 * t) / 4.0, 3, [1.0, 1.0, 1.0],
                                   draft="tiny:target"), spread=0.2)
-    run = _run([nospec, self_k3]).model_copy(update={"servers": [
+    run = make_run([nospec, self_k3]).model_copy(update={"servers": [
         _server("nospec", None), _server("self-k3", "/m/target"),
     ]})
     (fit,) = advise(run).fits
@@ -409,17 +381,13 @@ def test_self_draft_overhead_consistent_with_none_is_said() -> None:
 # --------------------------------------------------------------------------- real runs
 
 
-def _real(name: str) -> RunResult:
-    return RunResult.model_validate_json((DATA / name).read_text(encoding="utf-8"))
-
-
 def test_real_cpu_tiny_run_held_out_within_15_percent_at_c1() -> None:
     """Issue 6, done-means 2, on the suite's own cpu-tiny run (README, "Sizing cpu-tiny").
 
     Each draft config's gain at c=1 is predicted from the other two k of the 1-layer draft
     only (its own TPOT is not used) and lands within 15 % of the measured gain.
     """
-    adv = advise(_real("run-cpu-tiny-k123.json"))
+    adv = advise(load_run("run-cpu-tiny-k123.json"))
     errors = adv.prediction_errors(1)
     assert set(errors) == {"draft-k1-c1", "draft-k2-c1", "draft-k3-c1"}
     assert max(abs(e) for e in errors.values()) < 0.15
@@ -440,7 +408,7 @@ def test_real_cpu_tiny_run_held_out_within_15_percent_at_c1() -> None:
 
 
 def test_real_cpu_tiny_run_self_draft_check() -> None:
-    adv = advise(_real("run-cpu-tiny-k123.json"))
+    adv = advise(load_run("run-cpu-tiny-k123.json"))
     self_fits = {f.concurrency: f for f in adv.fits if f.self_draft}
     assert set(self_fits) == {1, 4, 8}
     assert all(f.draft_model == "tiny:target" for f in self_fits.values())
@@ -456,7 +424,7 @@ def test_real_cpu_tiny_run_self_draft_check() -> None:
 
 def test_real_cpu_ci_run_with_one_k_has_no_held_out_prediction() -> None:
     # One k of one draft: nothing to hold out, so no prediction counts as a test.
-    adv = advise(_real("run-cpu-ci-k2.json"))
+    adv = advise(load_run("run-cpu-ci-k2.json"))
     assert adv.prediction_errors() == {}
     a = adv.case("draft-k2", 1)
     assert a is not None and a.prediction_basis == "self"
@@ -613,7 +581,7 @@ def test_published_figures_without_counters_still_give_gain_and_crossover() -> N
     published = {1: (43.1, 25.5), 32: (57.3, 56.6), 64: (75.1, 96.9)}  # no-spec, 0.6B draft
     cases = [mean_only("nospec", c, t, None) for c, (t, _) in published.items()]
     cases += [mean_only("qwen3-0.6b-k3", c, s, 3) for c, (_, s) in published.items()]
-    adv = advise(_run(cases))
+    adv = advise(make_run(cases))
     a = adv.case("qwen3-0.6b-k3", 1)
     assert a is not None and a.measured_gain == pytest.approx(43.1 / 25.5)
     assert a.tokens_per_step is None and a.prediction_basis is None

@@ -5,25 +5,21 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from specperf.analysis.compare import (
-    CaseComparison,
     MetricRule,
     RunComparison,
     as_run,
     compare_cases,
     compare_runs,
-    decide_with_retries,
     earlier_runs,
     flagged_metrics,
     inconclusive_metrics,
 )
-from specperf.analysis.stats import Direction, Verdict, compare_samples
+from specperf.analysis.stats import Direction, Verdict
 from specperf.config.profile import load_profile
 from specperf.config.rules import CompareRules
 from specperf.report.synthetic import (
@@ -32,22 +28,15 @@ from specperf.report.synthetic import (
     scale_throughput,
     synthetic_run,
 )
-from specperf.schemas import Baseline, Case, FreshServerConfirmation, RunResult
-from specperf.store.files import BaselineError, load_result
-from tests.support import DATA_DIR, REPO_ROOT, TESTS_DIR
+from specperf.schemas import Baseline, FreshServerConfirmation, RunResult
+from specperf.store.files import load_result
+from tests.support import CPU_TINY_RUN, REPO_ROOT, TESTS_DIR
 
-REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
+REAL_RUN = CPU_TINY_RUN  # the `real` fixture (tests/conftest.py)
 CONFIGS = (
     SynthConfig("nospec", "no spec"),
     SynthConfig("d-k3", "draft k=3", "draft_model", "org/draft", 3, 0.75, 2.0),
 )
-
-
-@pytest.fixture(scope="module")
-def real() -> RunResult:
-    run = load_result(REAL_RUN)
-    assert isinstance(run, RunResult)
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -57,34 +46,6 @@ def five_trials() -> RunResult:
 
 def verdicts(cmp: RunComparison) -> dict[tuple[str, str], Verdict]:
     return {(cc.case.id, m.metric): m.verdict for cc, m in cmp.all()}
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def test_load_result_tells_run_from_baseline(real: RunResult, tmp_path: Path) -> None:
-    base = Baseline(provenance=real.provenance, cases=real.cases)
-    path = tmp_path / "b.json"
-    path.write_text(base.model_dump_json())
-    loaded = load_result(path)
-    assert isinstance(loaded, Baseline)
-    assert loaded.cases == real.cases
-
-
-def test_load_result_truncated_names_file_and_line(tmp_path: Path) -> None:
-    path = tmp_path / "cut.json"
-    path.write_text(REAL_RUN.read_text()[:3000])
-    with pytest.raises(BaselineError, match=r"cut\.json: not valid JSON \(line \d+"):
-        load_result(path)
-
-
-def test_load_result_bad_field_names_field(tmp_path: Path, real: RunResult) -> None:
-    data = json.loads(real.model_dump_json())
-    data["cases"][0]["n_requests"] = "many"
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(BaselineError, match=r"cases\.0\.n_requests"):
-        load_result(path)
 
 
 def test_as_run_of_a_baseline(real: RunResult) -> None:
@@ -289,7 +250,6 @@ PUBLISHED = (REPO_ROOT / "baselines" / "a100-qwen3-32b"
              / "gpu-nvidia-a100-sxm4-80gb-x1.json")
 
 
-@pytest.mark.skipif(not PUBLISHED.exists(), reason="no provisional A100 baseline in this checkout")
 def test_published_baseline_without_samples_uses_the_budget_rule() -> None:
     published = load_result(PUBLISHED)
     assert isinstance(published, Baseline) and published.provenance.provisional
@@ -364,87 +324,6 @@ def test_compare_uses_the_rules_the_run_recorded(five_trials: RunResult, tmp_pat
 
 
 # --------------------------------------------------------------------------- retries
-
-
-def _sampler(seed: int, centre: float, cv: float):  # type: ignore[no-untyped-def]
-    """Per-trial TPOT values: log-normal noise of about ``cv`` around ``centre``."""
-    rng = np.random.default_rng(seed)
-    return lambda n: list(centre * rng.lognormal(0.0, cv, n))
-
-
-class _SyntheticCases:
-    """Cases whose trials come from sample generators, compared per trial with the real
-    verdict rule; ``runs`` logs every run_more call."""
-
-    def __init__(self, baseline: list[float], generators: dict[str, Any], initial: int) -> None:
-        self.baseline = baseline
-        self.generators = generators
-        self.trials = {k: g(initial) for k, g in generators.items()}
-        self.runs: list[dict[str, int]] = []
-
-    def compare(self, key: str) -> CaseComparison | None:
-        if key == "no-baseline":
-            return None
-        m = compare_samples("TPOT", self.baseline, self.trials[key],
-                            direction=Direction.LOWER_IS_BETTER, min_effect=0.05, min_samples=3)
-        return CaseComparison(case=Case(config_id=key, concurrency=1), config_label=key,
-                              current_trials=len(self.trials[key]), comparisons=[m])
-
-    def run_more(self, todo: dict[str, int]) -> None:
-        self.runs.append(dict(todo))
-        for key, n in todo.items():
-            self.trials[key] += self.generators[key](n)
-
-
-def test_retries_decide_an_inconclusive_case_and_leave_decided_ones() -> None:
-    base = _sampler(101, 50.0, 0.05)(12)
-    cases = _SyntheticCases(base, {
-        "same": _sampler(1, 50.0, 0.05),      # no change: INCONCLUSIVE at 3 trials
-        "slower": _sampler(3, 65.0, 0.05),    # 30 % slower: a REGRESSION at once
-    }, initial=3)
-    assert cases.compare("same").comparisons[0].verdict is Verdict.INCONCLUSIVE  # type: ignore[union-attr]
-    assert cases.compare("slower").comparisons[0].verdict is Verdict.REGRESSION  # type: ignore[union-attr]
-
-    records = decide_with_retries(["same", "slower", "no-baseline"], cases.compare,
-                                  cases.run_more, cap=15, batch=2)
-    assert set(records) == {"same"}  # decided and uncomparable cases get no extra trial
-    rec = records["same"]
-    assert rec.triggered_by == ["TPOT"] and rec.outcome == {"TPOT": "unchanged"}
-    assert rec.initial_trials == 3 and rec.trials == len(cases.trials["same"]) < 15
-    assert rec.rounds == len(cases.runs) and all(r == {"same": 2} for r in cases.runs)
-    assert len(cases.trials["slower"]) == 3
-    assert "now unchanged" in rec.summary_line() and rec.still_inconclusive == []
-
-
-def test_retries_stop_at_the_cap_with_a_smaller_last_batch() -> None:
-    base = _sampler(104, 50.0, 0.3)(12)
-    cases = _SyntheticCases(base, {"noisy": _sampler(4, 50.0, 0.3)}, initial=3)
-    records = decide_with_retries(["noisy"], cases.compare, cases.run_more, cap=8, batch=2)
-    rec = records["noisy"]
-    # 3 → 5 → 7 → 8: the last round only fills up to the cap.
-    assert cases.runs == [{"noisy": 2}, {"noisy": 2}, {"noisy": 1}]
-    assert (rec.trials, rec.rounds, rec.cap) == (8, 3, 8) and len(cases.trials["noisy"]) == 8
-    assert rec.still_inconclusive == ["TPOT"]
-    assert "still inconclusive" in rec.summary_line()
-
-
-def test_retries_interleave_cases_and_stop_when_nothing_is_added() -> None:
-    base = _sampler(104, 50.0, 0.3)(12)
-    cases = _SyntheticCases(base, {"a": _sampler(4, 50.0, 0.3), "b": _sampler(5, 50.0, 0.3)},
-                            initial=3)
-    records = decide_with_retries(["a", "b"], cases.compare, cases.run_more, cap=5, batch=2)
-    assert cases.runs[0] == {"a": 2, "b": 2}  # one round serves every undecided case
-    assert all(r.trials == 5 for r in records.values())
-
-    stuck = _SyntheticCases(base, {"a": _sampler(4, 50.0, 0.3)}, initial=3)
-    records = decide_with_retries(["a"], stuck.compare, lambda todo: stuck.runs.append(todo),
-                                  cap=9, batch=2)
-    assert len(stuck.runs) == 1 and records["a"].trials == 3  # no endless loop
-
-
-def test_retry_needs_a_positive_batch() -> None:
-    with pytest.raises(ValueError, match="batch"):
-        decide_with_retries([], lambda k: None, lambda t: None, cap=3, batch=0)
 
 
 def test_inconclusive_metrics_skips_what_more_trials_cannot_decide(

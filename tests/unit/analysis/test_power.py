@@ -5,31 +5,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specperf.analysis.aggregate import case_result, make_trial
+from specperf.analysis.aggregate import case_result
 from specperf.analysis.power import power_lines, power_report, repeats_line
 from specperf.analysis.stats import min_detectable_effect, required_trials
 from specperf.cli import main as cli_main
 from specperf.config.profile import ServerConfig
-from specperf.schemas import Baseline, Case, LoadResult, Provenance, RequestSample
+from specperf.schemas import Baseline, Case, RequestSample
 from specperf.store.baselines import write_baseline
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, T0, make_provenance, make_trial_of
 
 REPO = REPO_ROOT
-
-
-def _prov(day: int = 1) -> Provenance:
-    return Provenance(
-        specperf_version="0.0", vllm_version="0.0.test", hardware_id="cpu-test-2c",
-        hardware="test CPU, 2 cores", accelerator="cpu", python_version="3.11",
-        profile_name="synthetic", profile_hash="0" * 16,
-        date=datetime(2026, 1, day, tzinfo=timezone.utc),
-    )
 
 
 def _baseline(trials: int, *, requests: int = 8, trial_cv: float = 0.05,
@@ -47,12 +37,10 @@ def _baseline(trials: int, *, requests: int = 8, trial_cv: float = 0.05,
             e2e = ttft + tpot * 31
             samples.append(RequestSample(ok=True, start_s=i * e2e, ttft_s=ttft, e2e_s=e2e,
                                          output_tokens=32, prompt_tokens=20, chunks=16))
-        load = LoadResult(concurrency=1, samples=samples,
-                          duration_s=sum(s.e2e_s or 0 for s in samples))
-        tlist.append(make_trial(t, datetime(2026, 1, 1, tzinfo=timezone.utc), load, None))
+        tlist.append(make_trial_of(samples, index=t))
     cfg = ServerConfig(id="draft-k2")
     case = case_result(Case(config_id="draft-k2", concurrency=1), cfg, tlist, "0.32.0", "abc")
-    return Baseline(provenance=_prov(day), cases=[case])
+    return Baseline(provenance=make_provenance(date=T0.replace(day=day)), cases=[case])
 
 
 def test_trials_are_the_unit_when_there_are_three_or_more() -> None:

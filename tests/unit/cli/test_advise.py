@@ -1,4 +1,4 @@
-"""Tests of ``specperf advise`` and the advice renderers (console, markdown)."""
+"""Tests of ``specperf advise`` and the advice renderers it prints (specperf.report.advice)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,9 @@ import pytest
 from rich.console import Console
 
 from specperf.analysis.advice import RunAdvice, advise
-from specperf.cli.advise import (
-    add_advise_command,
-    advice_console,
-    advice_markdown,
-    main,
-    run_advise,
-)
+from specperf.cli import main
+from specperf.cli.advise import add_parser, run
+from specperf.report.advice import advice_console, advice_markdown
 from specperf.schemas import (
     Acceptance,
     Baseline,
@@ -195,18 +191,21 @@ def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert rc == 2 and "--tolerance" in err
     rc, _, err = _run(capsys, str(run_json), "--acceptance-tolerance", "-1")
     assert rc == 2 and "--acceptance-tolerance" in err
-    rc, _, _ = _run(capsys)  # missing RUN.json: argparse usage error
-    assert rc == 2
+    with pytest.raises(SystemExit) as exc:  # missing RUN.json: argparse usage error
+        main(["advise"])
+    assert exc.value.code == 2
 
 
 def test_registers_on_a_subparsers_action(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser(prog="specperf")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = add_advise_command(sub)
+    p = add_parser(sub)
     assert isinstance(p, argparse.ArgumentParser)
     args = parser.parse_args(["advise", "x.json", "--baseline", "b.json", "--json"])
-    assert args.func is run_advise
     assert args.run == Path("x.json") and args.baseline == Path("b.json") and args.json
+    args.run = _write(tmp_path / "run.json", _good())
+    args.baseline = None
+    assert run(args) == 0
 
 
 def test_markdown_section() -> None:

@@ -1,17 +1,18 @@
-"""The `specperf` command line: compare / report / show / schema and the plug-in list."""
+"""The `specperf` command line: compare / report / show / schema and the command list."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-import specperf
 from specperf import cli
 from specperf.config.rules import CompareRules
 from specperf.report.synthetic import scale_latency
@@ -57,7 +58,7 @@ def test_compare_regression_exits_1_and_names_the_metric(
         capsys: pytest.CaptureFixture[str], regressed_file: Path, tmp_path: Path) -> None:
     md, js = tmp_path / "diff.md", tmp_path / "diff.json"
     rc, out, err = run_cli(capsys, "compare", str(regressed_file), str(REAL_RUN), "--width",
-                           "80", "--markdown", str(md), "--json", str(js))
+                           "80", "--markdown", str(md), "--json-out", str(js))
     assert rc == 1, out + err
     assert "↓ TPOT" in out and "REGRESSION" in out
     assert "✗ c1 TPOT median rose 30.0 %" in out
@@ -93,7 +94,7 @@ def test_compare_applies_the_rules_recorded_in_the_run(
     assert rc == 1 and "REGRESSION" in out
     js = tmp_path / "cmp.json"
     rc, out, err = run_cli(capsys, "compare", str(recorded), str(REAL_RUN), "--width", "120",
-                           "--json", str(js))
+                           "--json-out", str(js))
     assert rc == 0, out + err
     assert "0 regressions" in out
     assert "rules differ from the defaults: TPOT minimum effect 60 % (default 5 %)" in out
@@ -232,61 +233,104 @@ def test_schema_is_valid_json_schema(capsys: pytest.CaptureFixture[str], real: R
     assert schema["title"] == ("Baseline" if baseline else "RunResult")
 
 
-# --------------------------------------------------------------------------- plug-ins
+# --------------------------------------------------------------------------- --json
 
 
-def test_planned_commands_are_listed_and_model_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.COMMAND_MODULES[0] == "cli_model"
-    assert {"cli_advise", "cli_power", "cli_merge", "cli_fetch_sharegpt"} <= set(
-        cli.COMMAND_MODULES)
+def test_compare_json_prints_and_json_out_writes(capsys: pytest.CaptureFixture[str],
+                                                 regressed_file: Path, tmp_path: Path) -> None:
+    """--json means one thing everywhere: print the result as JSON on stdout."""
+    js = tmp_path / "cmp.json"
+    rc, out, err = run_cli(capsys, "compare", str(regressed_file), str(REAL_RUN), "--json",
+                           "--json-out", str(js))
+    assert rc == 1 and err == ""
+    printed = json.loads(out)
+    assert printed["kind"] == "specperf-comparison"
+    assert json.loads(js.read_text()) == printed
+
+
+def test_compare_json_path_still_writes_with_a_deprecation_note(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    js = tmp_path / "cmp.json"
+    rc, out, err = run_cli(capsys, "compare", str(REAL_RUN), str(REAL_RUN), "--json", str(js))
+    assert rc == 0 and "0 regressions" in out  # the table, as before
+    assert json.loads(js.read_text())["kind"] == "specperf-comparison"
+    assert err.count("\n") == 1 and "--json PATH is deprecated" in err and "--json-out" in err
+    rc, _, err = run_cli(capsys, "compare", str(REAL_RUN), str(REAL_RUN), "--json", str(js),
+                         "--json-out", str(tmp_path / "other.json"))
+    assert rc == 2 and "give one path" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", str(REAL_RUN), str(REAL_RUN), "--json"],
+    ["advise", str(REAL_RUN), "--json"],
+    ["power", "--baseline", str(REAL_RUN), "--effect", "0.1", "--sim-trials", "0", "--json"],
+    ["model", "--acceptance", "0.7", "--k", "3", "--target-ms", "43.1", "--draft-ms", "3",
+     "--tokens", "512", "--json"],
+])
+def test_json_prints_json_on_stdout_for_every_command(capsys: pytest.CaptureFixture[str],
+                                                      argv: list[str]) -> None:
+    rc, out, err = run_cli(capsys, *argv)
+    assert rc == 0 and err == ""
+    json.loads(out)
+
+
+# --------------------------------------------------------------------------- the command list
+
+
+def test_every_listed_command_is_wired_in_help_order(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["compare", "report", "show", "schema", "model", "advise", "power", "merge",
+             "fetch-sharegpt"]
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == names
+    assert [m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS] == [
+        n.replace("-", "_") for n in names]
+    for command, name in zip(cli.COMMANDS, names, strict=True):
+        assert sub.choices[name].get_default("func") is command.run
     with pytest.raises(SystemExit) as exc:
         cli.main(["--help"])
     assert exc.value.code == 0
     out, err = capsys.readouterr()
-    for name in ("compare", "report", "show", "schema", "model"):
-        assert name in out
-    assert "warning" not in err
-    rc, out, _ = run_cli(capsys, "model", "--acceptance", "0.7", "--k", "3", "--target-ms",
-                         "43.1", "--draft-ms", "3", "--tokens", "512", "--json")
-    assert rc == 0 and "total_ms" in json.loads(out)
+    assert all(name in out for name in names) and err == ""
 
 
-def test_missing_plugin_module_is_skipped_silently(capsys: pytest.CaptureFixture[str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "cli_not_written_yet"])
-    parser = cli.build_parser()
-    assert parser.parse_args(["schema"]).command == "schema"
-    assert "cli_not_written_yet" not in capsys.readouterr().err
+def test_a_command_without_add_parser_or_run_is_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = types.ModuleType("specperf.cli.half_written")
+    broken.add_parser = lambda subparsers: subparsers.add_parser("half-written")  # type: ignore[attr-defined]
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, broken))
+    with pytest.raises(TypeError, match=r"specperf.cli.half_written .* defines no run\(\)"):
+        cli.build_parser()
 
 
-def test_plugin_discovery_and_a_broken_plugin(capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch,
-                                              tmp_path: Path) -> None:
-    (tmp_path / "cli_zz_hello.py").write_text(textwrap.dedent("""
-        def run_hello(args):
-            print(f"hello {args.who}")
-            return 0
+def test_a_command_that_fails_to_import_takes_the_cli_down(tmp_path: Path) -> None:
+    """No silent skip: a broken command module is an import error naming it, not a CLI
+    without that command."""
+    code = textwrap.dedent("""
+        import sys
 
-        def add_zz_hello_command(subparsers):
-            p = subparsers.add_parser("zz-hello", help="say hello")
-            p.add_argument("who")
-            p.set_defaults(func=run_hello)
-            return p
-    """))
-    (tmp_path / "cli_zz_broken.py").write_text("import a_module_that_does_not_exist_xyz\n")
-    (tmp_path / "cli_zz_nofunc.py").write_text("X = 1\n")
-    monkeypatch.setattr(specperf, "__path__", [*specperf.__path__, str(tmp_path)])
-    for name in ("cli_zz_hello", "cli_zz_broken", "cli_zz_nofunc"):
-        monkeypatch.delitem(sys.modules, f"specperf.{name}", raising=False)
-    try:
-        rc, out, err = run_cli(capsys, "zz-hello", "world")
-        assert rc == 0 and out == "hello world\n"
-        assert "specperf.cli_zz_broken skipped" in err
-        assert "a_module_that_does_not_exist_xyz" in err
-        assert "cli_zz_nofunc skipped: it defines no add_zz_nofunc_command" in err
-    finally:
-        for name in ("cli_zz_hello", "cli_zz_broken", "cli_zz_nofunc"):
-            sys.modules.pop(f"specperf.{name}", None)
+        class Block:  # a meta-path finder: importing specperf.cli.power raises ImportError
+            def find_spec(self, name, path=None, target=None):
+                if name == "specperf.cli.power":
+                    raise ImportError("specperf.cli.power is broken in this test")
+                return None
+
+        sys.meta_path.insert(0, Block())
+        from specperf.cli import main
+        sys.exit(main(["schema"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "ImportError: specperf.cli.power is broken in this test" in proc.stderr
+
+
+def test_python_m_specperf_cli_is_the_specperf_command(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "specperf.cli", "show", str(REAL_RUN)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{REAL_RUN}: specperf-run")
 
 
 def test_cli_works_without_vllm(tmp_path: Path) -> None:

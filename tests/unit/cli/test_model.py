@@ -8,7 +8,8 @@ import json
 import pytest
 
 from specperf.analysis.costmodel import Prediction, break_even_acceptance, predict
-from specperf.cli.model import add_model_command, main, run_model
+from specperf.cli import main
+from specperf.cli.model import add_parser, run
 
 BASE = ["--target-ms", "43.1", "--draft-ms", "3", "--tokens", "512"]
 FIELDS = set(Prediction.model_fields)
@@ -162,15 +163,14 @@ def test_bad_input_exits_2_with_one_line(
 
 
 def test_registers_on_a_foreign_parser(capsys: pytest.CaptureFixture[str]) -> None:
-    """The real CLI owns the top-level parser and dispatches with ``args.func(args)``."""
+    """The real CLI owns the top-level parser and calls ``run(args)``."""
     parser = argparse.ArgumentParser(prog="specperf")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("other")
-    model_parser = add_model_command(sub)
+    model_parser = add_parser(sub)
     assert isinstance(model_parser, argparse.ArgumentParser)
     args = parser.parse_args(["model", "--acceptance", "0.5", "--k", "2", *BASE, "--json"])
-    assert args.func is run_model
-    assert args.func(args) == 0
+    assert run(args) == 0
     assert set(json.loads(capsys.readouterr().out)) == FIELDS
 
 
@@ -178,14 +178,16 @@ def test_run_model_accepts_programmatic_namespace(capsys: pytest.CaptureFixture[
     ns = argparse.Namespace(
         acceptance=0.8, k=4, target_ms=20.0, draft_ms=1.0, tokens=256, json=True
     )
-    assert run_model(ns) == 0
+    assert run(ns) == 0
     assert json.loads(capsys.readouterr().out)["k"] == 4
-    assert run_model(argparse.Namespace(acceptance=2.0, k=4)) == 2
+    assert run(argparse.Namespace(acceptance=2.0, k=4)) == 2
     assert "--acceptance" in capsys.readouterr().err
 
 
 def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["model", "--help"]) == 0
+    with pytest.raises(SystemExit) as exc:
+        main(["model", "--help"])
+    assert exc.value.code == 0
     out = capsys.readouterr().out
     options = "--acceptance --k --target-ms --draft-ms --tokens --overhead-ms --sweep-k"
     for option in (*options.split(), "--sweep-acceptance", "--step", "--json"):

@@ -9,7 +9,7 @@ import tomllib
 
 from specperf.config.profile import ProfileError, load_profile
 from specperf.schemas import CompareRules, Direction
-from tests.support import REPO_ROOT
+from tests.support import CPU_CI_PROFILE, REPO_ROOT
 
 REPO = REPO_ROOT
 PROFILES = sorted((REPO / "perf_tests" / "profiles").glob("*.toml"))
@@ -30,6 +30,13 @@ def test_ci_profile_uses_cpu_tinys_models() -> None:
     assert ci.target == tiny.target
 
 
+def _edited(tmp_path: Path, old: str, new: str) -> Path:
+    """The CI profile with its first ``old`` replaced by ``new``, in tmp_path."""
+    path = tmp_path / "p.toml"
+    path.write_text(CPU_CI_PROFILE.read_text().replace(old, new, 1))
+    return path
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     base = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
     path = tmp_path / "p.toml"
@@ -38,9 +45,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_unknown_key_names_file_field_and_allowed_keys(tmp_path: Path) -> None:
-    path = tmp_path / "p.toml"
-    text = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
-    path.write_text(text.replace("[load]\n", "[load]\nrequets = 3\n"))
+    path = _edited(tmp_path, "[load]\n", "[load]\nrequets = 3\n")
     with pytest.raises(ProfileError) as err:
         load_profile(path)
     msg = str(err.value)
@@ -50,9 +55,7 @@ def test_unknown_key_names_file_field_and_allowed_keys(tmp_path: Path) -> None:
 
 
 def test_bad_value_in_server_config_names_its_id(tmp_path: Path) -> None:
-    path = tmp_path / "p.toml"
-    text = (REPO / "tests" / "profiles" / "cpu-ci.toml").read_text()
-    path.write_text(text.replace("min_rate = 0.05", "min_rate = 5"))
+    path = _edited(tmp_path, "min_rate = 0.05", "min_rate = 5")
     with pytest.raises(ProfileError) as err:
         load_profile(path)
     msg = str(err.value)
@@ -213,3 +216,22 @@ def test_shipped_profiles_state_their_compare_rules(path: Path) -> None:
     assert rules.rule("acceptance_rate").min_effect == 0.0005
     assert all(rules.rule(k).direction == Direction.LOWER_IS_BETTER
                for k in ("ttft", "tpot", "e2e"))
+
+
+# --------------------------------------------------------------------------- [load] guard
+
+
+def test_profile_guard_keys_default_and_leave_the_hashes_alone(tmp_path: Path) -> None:
+    p = load_profile(CPU_CI_PROFILE)
+    assert p.load.max_outside_cores == 0.25 and p.load.contended_retries == 2
+    q = load_profile(_edited(tmp_path, "[load]\n",
+                             "[load]\nmax_outside_cores = 1.5\ncontended_retries = 0\n"))
+    assert (q.load.max_outside_cores, q.load.contended_retries) == (1.5, 0)
+    # The guard picks which attempts are kept, not what one measures: baselines stay valid.
+    assert q.hash() == p.hash()
+    assert q.config_hash(q.config("draft-k2")) == p.config_hash(p.config("draft-k2"))
+
+
+def test_negative_retries_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="load.contended_retries"):
+        load_profile(_edited(tmp_path, "[load]\n", "[load]\ncontended_retries = -1\n"))

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from specperf import plugin
 from specperf.config.profile import TINY_PREFIX, Profile, ShareGPTWorkload, load_profile
 from specperf.engine.session import KINDS
-from tests.support import REPO_ROOT
+from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
 ROOT = REPO_ROOT
 PROFILE_DIR = ROOT / "perf_tests" / "profiles"
@@ -141,7 +142,8 @@ def test_l40s_profile_is_small() -> None:
 def _vllm_dir() -> Path:
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("vLLM is not installed here (the cpu or gpu extra installs it)")
+        pytest.skip(unchecked("the profiles against the installed vLLM's options "
+                              "(vLLM is not installed)", INSTALL_VLLM))
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -262,9 +264,6 @@ def test_kinds_are_what_the_counts_assume() -> None:
 def test_shards_partition_the_server_configs(name: str, n: int) -> None:
     from types import SimpleNamespace
 
-    plugin = pytest.importorskip("specperf.plugin")
-    if not hasattr(plugin, "shard_configs"):
-        pytest.skip("this plugin has no --perf-shard")
     ps = SimpleNamespace(profile=load_profile(name, rootdir=ROOT))
     parts = [plugin.shard_configs(ps, f"{i}/{n}") for i in range(1, n + 1)]
     ids = [c.id for c in ps.profile.server_configs]

@@ -1,20 +1,16 @@
-"""The contention guard: /proc parsing and arithmetic, the retry policy, the real /proc of
-this machine, old run files, the reports and compare's note."""
+"""The contention guard (specperf.engine.contention): /proc parsing and arithmetic, the
+retry policy, the real /proc of this machine, and the session's limit. How the outside load
+reads in run files, reports and compare: tests/unit/analysis/test_outside_load.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from specperf.analysis.aggregate import make_trial
-from specperf.analysis.compare import compare_runs
-from specperf.config.profile import load_profile
 from specperf.engine import contention
 from specperf.engine.contention import (
     CpuSnapshot,
@@ -28,15 +24,9 @@ from specperf.engine.contention import (
     tree_ticks,
 )
 from specperf.engine.session import PerfOptions, PerfSession
-from specperf.report.console import render_baseline, render_run
-from specperf.report.html import render_html
-from specperf.report.markdown import render_markdown
-from specperf.schemas import Baseline, LoadResult, RequestSample, RunResult, Trial
-from specperf.store.files import load_result
-from tests.support import DATA_DIR, REPO_ROOT
+from specperf.schemas import Trial
+from tests.support import CPU_CI_PROFILE, REPO_ROOT, make_requests, make_trial_of, unchecked
 
-DATA = DATA_DIR
-OLD_RUNS = sorted(p for p in DATA.glob("run-*.json"))
 REPO = REPO_ROOT
 
 PROC_STAT = """\
@@ -128,10 +118,8 @@ def test_is_contended(load: float | None, limit: float | None, over: bool) -> No
 
 
 def _trial(outside: float | None, index: int = 0) -> Trial:
-    samples = [RequestSample(ok=True, start_s=0.0, ttft_s=0.1, e2e_s=0.5, output_tokens=9)]
-    load = LoadResult(concurrency=1, samples=samples, duration_s=0.5)
-    return make_trial(index, datetime(2026, 1, 1, tzinfo=timezone.utc), load, None,
-                      outside_cores=outside)
+    return make_trial_of(make_requests(1, ttft_s=0.1, tpot_s=0.05, tokens=9), index=index,
+                         outside_cores=outside)
 
 
 def _attempts(loads: list[float | None]) -> tuple[list[int], object]:
@@ -198,7 +186,8 @@ def _fake_proc(root: Path, busy_user: int, entries: dict[int, str]) -> Path:
     return root
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason=unchecked("/proc on a real kernel", "run the tests on Linux"))
 def test_take_snapshot_reads_a_proc_tree(tmp_path: Path) -> None:
     me = os.getpid()
     proc = _fake_proc(tmp_path / "proc", 2000, {
@@ -234,7 +223,8 @@ sys.stdin.readline()
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason=unchecked("/proc on a real kernel", "run the tests on Linux"))
 def test_real_proc_busy_child_is_server_tree_when_given_else_outside() -> None:
     # A child that burns 0.2 s of CPU (not of wall time: under nice 19 on a busy machine
     # that can take longer) and then waits, so its ticks are read before it exits.
@@ -264,162 +254,15 @@ def test_real_proc_busy_child_is_server_tree_when_given_else_outside() -> None:
     assert not_given > given
 
 
-# --------------------------------------------------------------------------- schema
-
-
-@pytest.mark.parametrize("path", OLD_RUNS, ids=lambda p: p.name)
-def test_old_run_files_load_with_the_load_unknown(path: Path) -> None:
-    run = load_result(path)
-    assert isinstance(run, RunResult)
-    trials = [t for c in [*run.cases, *run.paired_nospec.values()] for t in c.trials]
-    assert trials
-    assert all(t.outside_cores is None and not t.contended and t.remeasured_outside_cores == []
-               for t in trials)
-    assert not contention.known(run.cases, run.paired_nospec)
-    # Written back and read again: the new fields round-trip with their defaults.
-    again = RunResult.model_validate_json(run.model_dump_json())
-    assert again == run
-
-
-def _guarded(run: RunResult, case_id: str, *, contended: float | None = None,
-             remeasured: tuple[float, ...] = (), quiet: float = 0.03) -> RunResult:
-    """The run with every trial's outside load known, and one case's first trial
-    re-measured and/or kept contended (as the fixture's guard would record it)."""
-    def mark(c):  # type: ignore[no-untyped-def]
-        trials = [t.model_copy(update={"outside_cores": quiet}) for t in c.trials]
-        if c.case.id == case_id:
-            trials[0] = trials[0].model_copy(update={
-                "outside_cores": contended if contended is not None else quiet,
-                "contended": contended is not None,
-                "remeasured_outside_cores": list(remeasured)})
-        return c.model_copy(update={"trials": trials})
-    return run.model_copy(update={
-        "cases": [mark(c) for c in run.cases],
-        "paired_nospec": {k: mark(v) for k, v in run.paired_nospec.items()}})
-
-
-@pytest.fixture(scope="module")
-def paired_run() -> RunResult:
-    run = load_result(DATA / "run-cpu-ci-paired.json")
-    assert isinstance(run, RunResult)
-    return run
-
-
-def test_new_fields_round_trip_in_runs_and_baselines(paired_run: RunResult) -> None:
-    run = _guarded(paired_run, "draft-k2-c1", contended=0.8, remeasured=(0.9, 0.6))
-    again = RunResult.model_validate_json(run.model_dump_json())
-    assert again == run
-    t = again.case(again.cases[2].case).trials[0]  # type: ignore[union-attr]
-    assert (t.outside_cores, t.contended, t.remeasured_outside_cores) == (0.8, True, [0.9, 0.6])
-    base = Baseline(provenance=run.provenance, cases=run.cases)
-    assert Baseline.model_validate_json(base.model_dump_json()) == base
-    raw = json.loads(run.model_dump_json())
-    assert raw["cases"][2]["trials"][0]["remeasured_outside_cores"] == [0.9, 0.6]
-
-
-# --------------------------------------------------------------------------- profile, fixture
-
-
-def test_profile_guard_keys_default_and_leave_the_hashes_alone(tmp_path: Path) -> None:
-    src = REPO / "tests" / "profiles" / "cpu-ci.toml"
-    p = load_profile(src)
-    assert p.load.max_outside_cores == 0.25 and p.load.contended_retries == 2
-    text = src.read_text().replace("[load]\n", "[load]\nmax_outside_cores = 1.5\n"
-                                               "contended_retries = 0\n", 1)
-    (tmp_path / "g.toml").write_text(text)
-    q = load_profile(tmp_path / "g.toml")
-    assert (q.load.max_outside_cores, q.load.contended_retries) == (1.5, 0)
-    # The guard picks which attempts are kept, not what one measures: baselines stay valid.
-    assert q.hash() == p.hash()
-    assert q.config_hash(q.config("draft-k2")) == p.config_hash(p.config("draft-k2"))
-
-
-def test_negative_retries_are_refused(tmp_path: Path) -> None:
-    from specperf.config.profile import ProfileError
-
-    src = REPO / "tests" / "profiles" / "cpu-ci.toml"
-    (tmp_path / "g.toml").write_text(
-        src.read_text().replace("[load]\n", "[load]\ncontended_retries = -1\n", 1))
-    with pytest.raises(ProfileError, match="load.contended_retries"):
-        load_profile(tmp_path / "g.toml")
+# --------------------------------------------------------------------------- the session
 
 
 @pytest.mark.parametrize(("option", "limit"), [(None, 0.25), (0.0, 0.0), (1.25, 1.25)])
 def test_option_overrides_the_profiles_limit(tmp_path: Path, option: float | None,
                                              limit: float) -> None:
     session = PerfSession(options=PerfOptions(
-        profile=str(REPO / "tests" / "profiles" / "cpu-ci.toml"), rootdir=REPO,
+        profile=str(CPU_CI_PROFILE), rootdir=REPO,
         run_dir=tmp_path, json_path=None, baselines_dir=tmp_path, update_baselines=False,
         force=False, repeats=None, dataset=None, models_cache=tmp_path,
         max_outside_cores=option), say=lambda _: None)
     assert session.max_outside_cores == limit
-
-
-# --------------------------------------------------------------------------- reports
-
-
-def test_reports_show_max_load_and_what_was_remeasured(paired_run: RunResult) -> None:
-    run = _guarded(paired_run, "draft-k2-c1", contended=0.8, remeasured=(0.9, 0.6))
-    text = render_run(run, width=140, color=False)
-    assert "outside cores" in text
-    assert "0.80 (2 re-measured, 1 contended)" in text
-    assert ("outside load: draft-k2-c1: 2 trials re-measured under outside load 0.90, 0.60 "
-            "cores; 1 trial still measured under outside load 0.80 cores after the retries "
-            "(contended)") in " ".join(text.split())
-    assert "0.03" in text  # a quiet case's max
-    md = render_markdown(run)
-    assert "**Outside CPU load:** draft-k2-c1: 2 trials re-measured" in md
-    assert "| outside cores |" in md and "0.80 (2 re-measured, 1 contended)" in md
-    html = render_html(run, make_plots=False)
-    assert "<b>Outside CPU load:</b>" in html and "0.80 (2 re-measured, 1 contended)" in html
-
-
-def test_paired_nospec_trials_are_reported_with_their_spec_case(paired_run: RunResult) -> None:
-    run = _guarded(paired_run, "nospec-c1", remeasured=(1.1,))
-    # draft-k2-c1's paired no-spec trials feed its TPOT gain: said under its name.
-    pairing = run.paired_nospec["draft-k2-c1"]
-    trials = [pairing.trials[0].model_copy(update={"remeasured_outside_cores": [0.7]}),
-              *pairing.trials[1:]]
-    run = run.model_copy(update={"paired_nospec": {
-        **run.paired_nospec, "draft-k2-c1": pairing.model_copy(update={"trials": trials})}})
-    lines = " ".join(render_run(run, width=140, color=False).split())
-    assert "outside load: nospec-c1: 1 trial re-measured under outside load 1.10 cores" in lines
-    assert ("outside load: draft-k2-c1: 1 trial (paired no-spec) re-measured under outside "
-            "load 0.70 cores") in lines
-
-
-def test_reports_of_old_runs_have_no_outside_column(paired_run: RunResult) -> None:
-    assert "outside" not in render_run(paired_run, width=140, color=False)
-    assert "outside" not in render_markdown(paired_run).lower()
-    assert "outside" not in render_html(paired_run, make_plots=False).lower()
-    base = Baseline(provenance=paired_run.provenance, cases=paired_run.cases)
-    assert "outside" not in render_baseline(base, width=140, color=False)
-
-
-# --------------------------------------------------------------------------- compare
-
-
-def test_compare_notes_a_contended_side_and_keeps_its_verdicts(paired_run: RunResult) -> None:
-    plain = compare_runs(paired_run, paired_run)
-    busy = _guarded(paired_run, "draft-k2-c1", contended=0.91)
-    cmp = compare_runs(busy, paired_run)
-    for a, b in zip(plain.cases, cmp.cases, strict=True):
-        assert [m.verdict for m in a.comparisons] == [m.verdict for m in b.comparisons]
-    noted = {cc.case.id: cc.notes for cc in cmp.cases}
-    assert noted["draft-k2-c1"] == [
-        "current measured under outside load 0.91 cores (1 trial contended): other processes "
-        "used the CPU during these trials, so a REGRESSION here may be the machine, not vLLM"]
-    assert all(not n for cid, n in noted.items() if cid != "draft-k2-c1")
-    # Re-measured but finally clean trials are no reason for doubt.
-    clean = compare_runs(_guarded(paired_run, "draft-k2-c1", remeasured=(0.9,)), paired_run)
-    assert all(not cc.notes for cc in clean.cases)
-    # The baseline's side is named as such.
-    back = compare_runs(paired_run, busy)
-    assert any(n.startswith("baseline measured under outside load 0.91 cores")
-               for cc in back.cases for n in cc.notes)
-
-
-def test_option_is_registered_by_the_plugin(pytestconfig: pytest.Config) -> None:
-    # This very session runs with specperf's plugin (the root conftest): unset, the
-    # profile decides (test_option_overrides_the_profiles_limit).
-    assert pytestconfig.getoption("--perf-max-outside-cores") is None

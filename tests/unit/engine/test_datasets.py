@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import http.server
 import importlib.util
 import json
@@ -14,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from specperf.cli import main as cli_main
 from specperf.config.profile import ShareGPTWorkload, load_profile
 from specperf.engine import sharegpt_fetch as fetch
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest, sharegpt_prompts
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, need_module
 
 ROOT = REPO_ROOT
 TINY = ROOT / "datasets" / "sharegpt-tiny.json"
@@ -130,7 +130,7 @@ def test_cpu_ci_profile_loads_its_sharegpt_file_within_max_model_len(
     # whatever the tokenizer learnt ...
     assert all(len(p.encode()) + 1 <= room for p in prompts)
     # ... and the count with the tokenizer the generated models are served with.
-    pytest.importorskip("tokenizers")
+    need_module("tokenizers")
     from specperf.engine import tiny
 
     assert profile.tiny is not None
@@ -244,15 +244,8 @@ def serve() -> Iterator:
         s.server_close()
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specperf")
-    fetch.add_fetch_sharegpt_command(p.add_subparsers(dest="command", required=True))
-    return p
-
-
 def _cli(*argv: str) -> int:
-    args = _parser().parse_args(["fetch-sharegpt", *argv])
-    return int(args.func(args))
+    return cli_main(["fetch-sharegpt", *argv])
 
 
 def test_offline_fails_cleanly_and_leaves_nothing(tmp_path: Path, capsys) -> None:
@@ -273,9 +266,9 @@ def test_default_url_is_huggingface_and_env_overrides(monkeypatch: pytest.Monkey
         "resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json"
     )
     monkeypatch.delenv(fetch.URL_ENV)
-    assert fetch._default_url() == fetch.URL
+    assert fetch.default_url() == fetch.URL
     monkeypatch.setenv(fetch.URL_ENV, "http://127.0.0.1:1/mirror.json")
-    assert fetch._default_url() == "http://127.0.0.1:1/mirror.json"
+    assert fetch.default_url() == "http://127.0.0.1:1/mirror.json"
 
 
 def test_env_url_is_used_by_the_command(tmp_path: Path, capsys) -> None:

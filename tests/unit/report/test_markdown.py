@@ -17,10 +17,7 @@ from specperf.report.markdown import (
 )
 from specperf.report.synthetic import SynthConfig, scale_latency, scale_throughput, synthetic_run
 from specperf.schemas import RunResult
-from specperf.store.files import load_result
-from tests.support import DATA_DIR
 
-REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
 SEPARATOR = re.compile(r"^\|(?:\s*:?-{3,}:?\s*\|)+$")
 ALLOWED_TAGS = re.compile(r"</?(details|summary|sub)>")
 
@@ -30,13 +27,6 @@ def _no_github(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("GITHUB_STEP_SUMMARY", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
                 "GITHUB_RUN_ID"):
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="module")
-def real() -> RunResult:
-    run = load_result(REAL_RUN)
-    assert isinstance(run, RunResult)
-    return run
 
 
 @pytest.fixture(scope="module")

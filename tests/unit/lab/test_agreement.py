@@ -34,7 +34,7 @@ from specperf.lab.agreement import (
     side_figures,
 )
 from specperf.schemas import RequestSample, utcnow
-from tests.support import DATA_DIR, REPO_ROOT
+from tests.support import DATA_DIR, INSTALL_VLLM, REPO_ROOT, unchecked
 
 SAMPLE = DATA_DIR / "vllm-bench-serve-result.json"
 REPO = REPO_ROOT
@@ -127,7 +127,9 @@ def test_bench_argv_without_ignore_eos(tmp_path: Path) -> None:
     assert float(_opt(argv, "--temperature")) == 0.7
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM's source")
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                    reason=unchecked("the bench options against vLLM's source "
+                                     "(vLLM is not installed)", INSTALL_VLLM))
 def test_every_bench_option_exists_in_the_installed_vllm(tmp_path: Path) -> None:
     """Read (not import) the installed vLLM's parser definitions: a renamed option must
     fail here, not after a minute of server start-up."""

@@ -1,0 +1,68 @@
+"""``specperf compare RUN BASELINE``: the offline gate; exit 1 on a regression."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from specperf.analysis.compare import as_run, compare_runs
+from specperf.cli import options
+from specperf.report.console import render_comparison
+from specperf.report.markdown import render_markdown, write_step_summary
+from specperf.store.files import atomic_write_text
+
+PROG = "specperf"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "compare", help="compare a run against a baseline; exit 1 on a regression",
+        description="Compare a run (or a baseline) against a baseline, per case and metric, "
+                    "with a Mann-Whitney test and a bootstrap CI, under the comparison rules "
+                    "the run recorded (its profile's [compare] table; else the defaults). "
+                    "Exit 0: no regression; 1: a "
+                    "regression; 2: bad input or incomparable files (other hardware or "
+                    "profile).")
+    p.add_argument("run", help="run.json (or a baseline file)")
+    p.add_argument("baseline", help="baseline file (or another run.json)")
+    p.add_argument("--markdown", metavar="PATH", help="also write the diff as GitHub markdown")
+    options.add_json_out(p, "the comparison")
+    p.add_argument("--step-summary", action="store_true",
+                   help="also append the markdown to $GITHUB_STEP_SUMMARY (when set)")
+    options.add_verbose(p)
+    p.add_argument("--force", action="store_true",
+                   help="compare even across hardware or profile changes (never a gate)")
+    options.add_history(p)
+    options.add_width(p)
+    return p
+
+
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
+    json_out = options.json_out_path(args, f"{PROG} compare")
+    result = options.load(args.run)
+    base = options.load(args.baseline)
+    history = options.history(args, args.baseline)
+    cmp = compare_runs(result, base, run_label=args.run, baseline_label=args.baseline,
+                       force=args.force, history=history)
+    if options.wants_json(args):
+        print(cmp.model_dump_json(indent=1))
+    else:
+        print(render_comparison(cmp, width=args.width, verbose=args.verbose), end="")
+    try:
+        if json_out is not None:
+            atomic_write_text(json_out, cmp.model_dump_json(indent=1) + "\n")
+        if args.markdown or args.step_summary:
+            as_a_run = as_run(result, args.run)
+            if args.markdown:
+                atomic_write_text(Path(args.markdown),
+                                  render_markdown(as_a_run, cmp, verbose=args.verbose))
+            if args.step_summary:
+                write_step_summary(as_a_run, cmp)
+    except OSError as exc:
+        raise options.BadInput(f"cannot write the comparison: {exc}") from None
+    for r in cmp.refusals:
+        print(f"specperf: refused: {r}", file=sys.stderr)
+    return cmp.exit_code

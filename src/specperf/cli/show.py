@@ -1,0 +1,28 @@
+"""``specperf show FILE``: the provenance and measurements of a run or a baseline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from specperf.cli import options
+from specperf.report.console import render_summary
+
+PROG = "specperf"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("show", help="summarise a run or a baseline file",
+                              description="Print the provenance and measurements of a run or a "
+                                          "baseline (told apart by its `kind` field).")
+    p.add_argument("file", help="run.json or a baseline file")
+    options.add_width(p)
+    return p
+
+
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
+    result = options.load(args.file)
+    print(f"{args.file}: {result.kind} (schema {result.schema_version})")
+    print(render_summary(result, width=args.width), end="")
+    return options.EXIT_OK

@@ -1,0 +1,249 @@
+"""Measuring a server config's cases: carries out the trial plan (specperf.engine.trial_plan)
+on the config's server, with the paired no-spec trials of a TPOT-gain gate, and keeps the
+measured cases (memoised: a case's acceptance, latency and throughput tests share one
+measurement).
+
+Pairing: a spec config with a selected TPOT-gain gate also runs a trial on the (still
+running) no-spec server just before each of its own trials at that concurrency, so the
+paired comparison sees the same drift on both sides, and the pairs are the samples of
+the gain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specperf.analysis import outside_load
+from specperf.analysis.aggregate import case_result
+from specperf.config.profile import Profile, ServerConfig
+from specperf.engine.baseline_context import BaselineContext
+from specperf.engine.observer import RunObserver
+from specperf.engine.server import ServerError, VllmServer
+from specperf.engine.servers import ServerPool
+from specperf.engine.trial_plan import (
+    Compare,
+    PlanFeedback,
+    PlanOutcome,
+    PlanStep,
+    Restart,
+    RunTrials,
+    Say,
+    trial_plan,
+)
+from specperf.engine.trials import TrialRunner
+from specperf.schemas import Case, CaseResult, Trial
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from specperf.analysis.compare import CaseComparison
+
+__all__ = ["CaseMeasurer", "MeasureError"]
+
+
+class MeasureError(RuntimeError):
+    """A case could not be measured (or its paired no-spec side); the message says why."""
+
+
+@dataclass
+class _ConfigRun:
+    """The state of measuring one server config: its server, its trials so far."""
+
+    cfg: ServerConfig
+    server: VllmServer
+    trials: dict[int, list[Trial]]
+    paired: dict[int, list[Trial]]
+    nospec: VllmServer | None
+    #: The vLLM version of the first start: the cases' (a fresh start runs the same).
+    version: str | None
+    #: Which start of the server trials go to; None: the only one so far.
+    start: int | None = None
+    current: Case | None = None
+
+
+@dataclass
+class CaseMeasurer:
+    profile: Profile
+    pool: ServerPool
+    runner: TrialRunner
+    observer: RunObserver
+    #: The baseline as loaded so far (the session replaces it when it loads one).
+    baselines: Callable[[], BaselineContext]
+    repeats: int
+    #: Most trials per case under --perf-retry-inconclusive; None when it is off.
+    retry_cap: int | None = None
+    say: Callable[[str], None] = print
+    #: Concurrencies selected per server config (set after collection).
+    wanted: dict[str, set[int]] = field(default_factory=dict)
+    #: Cases whose TPOT-gain test was selected (set after collection).
+    tpot_gain_wanted: set[Case] = field(default_factory=set)
+    results: dict[Case, CaseResult] = field(default_factory=dict)
+    #: No-spec trials interleaved with a spec case's own, for its paired TPOT gain.
+    paired: dict[Case, CaseResult] = field(default_factory=dict)
+    paired_errors: dict[Case, str] = field(default_factory=dict)
+    measure_errors: dict[Case, str] = field(default_factory=dict)
+
+    def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
+        """Concurrencies at which this spec config runs paired no-spec trials: where a
+        TPOT-gain item was selected (no other test needs the no-spec server up)."""
+        g = self.profile.gates_for(cfg).tpot_gain
+        if not cfg.is_spec or g is None or self.profile.nospec is None:
+            return []
+        return [c for c in concurrencies if c <= g.max_concurrency
+                and Case(config_id=cfg.id, concurrency=c) in self.tpot_gain_wanted]
+
+    def measure(self, case: Case) -> CaseResult:
+        """Measure every wanted case of this case's server config, by the trial plan;
+        raises ServerError when its server does not start, MeasureError when measuring
+        failed (for every case of the config)."""
+        if case in self.results:
+            return self.results[case]
+        if case in self.measure_errors:
+            raise MeasureError(self.measure_errors[case])
+        run = self._begin(case)
+        try:
+            outcome = self._carry_out(run, self._plan(run))
+        except Exception as exc:  # noqa: BLE001 - reported as the cases' failure
+            raise self._failed(run, exc) from exc
+        self._finish(run, outcome)
+        return self.results[case]
+
+    def _begin(self, case: Case) -> _ConfigRun:
+        cfg = self.profile.config(case.config_id)
+        server = self.pool.server_for(case.config_id)
+        concs = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
+        paired = self.paired_concurrencies(cfg, concs)
+        nospec: VllmServer | None = None
+        if paired and self.profile.nospec is not None:
+            try:
+                nospec = self.pool.server_for(self.profile.nospec.id)
+            except ServerError as exc:
+                for c in paired:
+                    self.paired_errors[Case(config_id=cfg.id, concurrency=c)] = str(exc)
+                paired = []
+        run = _ConfigRun(cfg, server, {c: [] for c in concs}, {c: [] for c in paired},
+                         nospec, server.version, current=case)
+        for c in concs:
+            self.observer.case_started(Case(config_id=cfg.id, concurrency=c),
+                                       self.repeats * (2 if c in run.paired else 1),
+                                       self.profile.load.requests_at(c))
+        return run
+
+    def _plan(self, run: _ConfigRun) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
+        has_baseline = self.baselines().baseline is not None
+        return trial_plan(
+            run.cfg.id, list(run.trials), self.repeats,
+            retry_cap=self.retry_cap if has_baseline else None,
+            confirm=has_baseline and self.profile.compare.confirm_on_fresh_server,
+        )
+
+    def _carry_out(self, run: _ConfigRun,
+                   plan: Generator[PlanStep, PlanFeedback, PlanOutcome]) -> PlanOutcome:
+        feedback: PlanFeedback = None
+        while True:
+            try:
+                step = plan.send(feedback)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            feedback = None
+            if isinstance(step, RunTrials):
+                for spec in step.trials:
+                    self._one_trial(run, spec.concurrency, spec.warmup)
+            elif isinstance(step, Compare):
+                feedback = {c: self._compare_now(run, c) for c in step.concurrencies}
+            elif isinstance(step, Restart):
+                feedback = self._restart(run, step.concurrencies)
+            elif isinstance(step, Say):
+                self.say(step.line)
+            else:  # pragma: no cover - a new step kind without its handler
+                raise TypeError(f"unknown trial plan step {step!r}")
+
+    def _one_trial(self, run: _ConfigRun, c: int, warmup: bool) -> None:
+        current = run.current = Case(config_id=run.cfg.id, concurrency=c)
+        index = len(run.trials[c])
+        if index >= self.repeats:  # an extra trial (retry or confirmation)
+            self.observer.case_more_trials(current, 2 if c in run.paired else 1)
+        if c in run.paired and run.nospec is not None:
+            try:
+                run.paired[c].append(self.runner.trial(run.nospec, c, index, warmup=warmup,
+                                                       case=current, paired=True))
+            except Exception as exc:  # noqa: BLE001 - fails only the pairing
+                self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
+                run.paired.pop(c)
+        trial = self.runner.trial(run.server, c, index, warmup=warmup)
+        if run.start is not None:
+            trial = trial.model_copy(update={"server_start": run.start})
+        run.trials[c].append(trial)
+
+    def _restart(self, run: _ConfigRun, concurrencies: tuple[int, ...]) -> str | None:
+        """The trials so far of these cases become the first start's; the server starts
+        again. Returns why the fresh server did not start, if it did not."""
+        for c in concurrencies:
+            run.trials[c] = [t.model_copy(update={"server_start": 0}) for t in run.trials[c]]
+        try:
+            run.server = self.pool.restart(run.cfg.id)
+        except ServerError as exc:
+            return exc.cause
+        run.start = 1
+        return None
+
+    def _compare_now(self, run: _ConfigRun, c: int) -> CaseComparison | None:
+        """The config's case at concurrency ``c``, as measured so far, against the
+        baseline and its kept runs; None without a comparable baseline case."""
+        ctx = self.baselines()
+        base = ctx.case(Case(config_id=run.cfg.id, concurrency=c))
+        if base is None:
+            return None
+        # Here: compare loads scipy, which only a run that compares as it goes needs.
+        from specperf.analysis.compare import compare_cases
+
+        p = self.profile
+        cur = case_result(Case(config_id=run.cfg.id, concurrency=c), run.cfg, run.trials[c],
+                          run.version, p.config_hash(run.cfg))
+        return compare_cases(base, cur, p.compare, earlier=ctx.earlier(base))
+
+    def _failed(self, run: _ConfigRun, exc: Exception) -> MeasureError:
+        current = run.current
+        assert current is not None
+        try:
+            run.server.check_alive()
+            msg = f"case {current.id}: measuring failed: {type(exc).__name__}: {exc}"
+        except ServerError as dead:
+            self.pool.record_error(run.cfg.id, dead)
+            msg = f"case {current.id}: {dead}"
+        for c in run.trials:
+            self.measure_errors[Case(config_id=run.cfg.id, concurrency=c)] = msg
+            self.observer.case_failed(Case(config_id=run.cfg.id, concurrency=c))
+        return MeasureError(msg)
+
+    def _finish(self, run: _ConfigRun, outcome: PlanOutcome) -> None:
+        p = self.profile
+        cfg = run.cfg
+        for c, trials in run.trials.items():
+            cc = Case(config_id=cfg.id, concurrency=c)
+            result = case_result(cc, cfg, trials, run.version, p.config_hash(cfg))
+            if c in outcome.retries:
+                result = result.model_copy(update={"retry": outcome.retries[c]})
+            if c in outcome.confirmations:
+                result = result.model_copy(update={"confirmation": outcome.confirmations[c]})
+            self.results[cc] = result
+            self._report(result)
+            if c in run.paired and p.nospec is not None and run.nospec is not None:
+                ncfg = p.nospec
+                self.paired[cc] = case_result(Case(config_id=ncfg.id, concurrency=c), ncfg,
+                                              run.paired[c], run.nospec.version,
+                                              p.config_hash(ncfg))
+
+    def _report(self, result: CaseResult) -> None:
+        acc = result.acceptance
+        acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
+        busy = outside_load.load_sentence(outside_load.trials_load(result.trials))
+        self.observer.case_done(
+            result.case,
+            f"specperf: {result.case.id}: {result.n_requests} requests, median TTFT "
+            f"{result.ttft_ms.median or float('nan'):.1f} ms, TPOT "
+            f"{result.tpot_ms.median or float('nan'):.2f} ms, "
+            f"{result.output_throughput:.1f} tok/s{acc_txt}" + (f"; {busy}" if busy else "")
+        )

@@ -1,0 +1,223 @@
+"""The vLLM servers of a run: one per server config, started when first needed, stopped
+when the caller says so, started again fresh when a flag needs confirming.
+
+The pool also keeps what the run file says about them (a :class:`ServerRecord` per
+start, errors included), makes the profile's tiny models before the first server that
+needs them, runs the vocabulary preflight of a speculative config, and — for gate
+experiments only — puts a delaying proxy between the load and a server
+(:class:`FaultInjection`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specperf.config.profile import TINY_PREFIX, Profile
+from specperf.engine.observer import LineObserver, RunObserver
+from specperf.engine.preflight import preflight_spec
+from specperf.engine.proxy import DelayProxy
+from specperf.engine.server import ServerError, VllmServer, build_argv, free_port, run_env
+from specperf.schemas import Case, ServerRecord
+
+__all__ = ["FaultInjection", "ServerPool"]
+
+
+@dataclass(frozen=True)
+class FaultInjection:
+    """Gate experiments only: load goes through a proxy that delays every streamed chunk
+    by ``delay_ms`` (SPECPERF_PROXY_DELAY_MS), for the configs in ``config_ids``
+    (SPECPERF_PROXY_CONFIGS; empty: every speculative config). Counters are always read
+    from the server itself."""
+
+    delay_ms: float
+    config_ids: tuple[str, ...] = ()
+
+    def applies_to(self, config_id: str, is_spec: bool) -> bool:
+        return config_id in self.config_ids if self.config_ids else is_spec
+
+
+@dataclass
+class ServerPool:
+    profile: Profile
+    #: Server logs go to run_dir/servers/, the servers' caches under run_dir.
+    run_dir: Path
+    models_cache: Path
+    say: Callable[[str], None] = print
+    observer: RunObserver | None = None
+    fault: FaultInjection | None = None
+    #: The baseline's acceptance rate of a config, for the vocabulary preflight.
+    expected_acceptance: Callable[[str], float | None] = lambda config_id: None
+    #: The cases of a config this run measures (what a failed start leaves unmeasured).
+    cases_of: Callable[[str], list[Case]] = lambda config_id: []
+    servers: dict[str, VllmServer] = field(default_factory=dict)
+    errors: dict[str, ServerError] = field(default_factory=dict)
+    records: dict[str, ServerRecord] = field(default_factory=dict)
+    #: How many times each config's server has been started (2 after a confirmation).
+    starts: dict[str, int] = field(default_factory=dict)
+    proxies: dict[str, DelayProxy] = field(default_factory=dict)
+    _tiny_paths: dict[str, Path] | None = None
+
+    def __post_init__(self) -> None:
+        if self.observer is None:
+            self.observer = LineObserver(self.say)
+
+    @property
+    def view(self) -> RunObserver:
+        assert self.observer is not None
+        return self.observer
+
+    def server_for(self, config_id: str) -> VllmServer:
+        """The config's running server, started now if it is not; raises ServerError (the
+        same one again for a config whose server already failed)."""
+        if config_id in self.errors:
+            raise self.errors[config_id]
+        if config_id in self.servers:
+            server = self.servers[config_id]
+            try:
+                server.check_alive()
+            except ServerError as exc:
+                self.record_error(config_id, exc)
+                raise
+            return server
+        return self._start(config_id)
+
+    def _start(self, config_id: str) -> VllmServer:
+        p = self.profile
+        cfg = p.config(config_id)
+        # A fresh start (confirmation) keeps the first start's log beside its own.
+        start = self.starts.get(config_id, 0)
+        log_path = (self.run_dir / "servers"
+                    / (f"{config_id}.log" if start == 0 else f"{config_id}.start{start + 1}.log"))
+        if importlib.util.find_spec("vllm") is None:
+            exc = ServerError(
+                config_id,
+                "cannot start: vLLM is not installed in this Python environment "
+                f"({sys.executable}); run `nox -s perf`, or pip install 'specperf[cpu]' "
+                "(or [gpu])",
+                log_path, "",
+            )
+            self.record_error(config_id, exc)
+            raise exc
+        spec = dict(cfg.speculative_config) if cfg.speculative_config is not None else None
+        try:
+            target = self._resolve_model(p.target)
+            if spec is not None and isinstance(spec.get("model"), str):
+                spec["model"] = self._resolve_model(spec["model"])
+        except Exception as exc:  # noqa: BLE001 - any generation failure fails the config
+            err = ServerError(config_id, f"cannot prepare its models: {exc}", log_path, "")
+            self.record_error(config_id, err)
+            raise err from exc
+        port = free_port()
+        argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args])
+        env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX))
+        if spec is not None:
+            # Seconds, not a minute-long server start, to learn that the draft cannot
+            # share the target's vocabulary.
+            vocab = preflight_spec(target, spec, [*p.serve_args, *cfg.serve_args],
+                                   acceptance=self.expected_acceptance(config_id), env=env)
+            if vocab is not None:
+                self.say(f"specperf: {config_id}: {vocab.message}")
+                if vocab.ok is False:
+                    err = ServerError(config_id, f"was not started: {vocab.message}",
+                                      log_path, "(not started: vocabulary preflight)")
+                    self.record_error(config_id, err)
+                    raise err
+        server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
+        self.records[config_id] = ServerRecord(
+            config_id=config_id, argv=argv, port=port, log_path=str(log_path)
+        )
+        self.view.server_starting(
+            config_id, f"specperf: starting vLLM for {config_id} on {server.base_url} (log {log_path})")
+        try:
+            server.start()
+        except ServerError as exc:
+            self.record_error(config_id, exc)
+            raise
+        self.servers[config_id] = server
+        self.starts[config_id] = start + 1
+        self.records[config_id] = self.records[config_id].model_copy(
+            update={"startup_s": server.startup_s, "vllm_version": server.version}
+        )
+        self.view.server_ready(
+            config_id, f"specperf: {config_id} ready in {server.startup_s:.1f} s (vLLM {server.version})")
+        return server
+
+    def _resolve_model(self, ref: str) -> str:
+        if not ref.startswith(TINY_PREFIX):
+            return ref
+        if self._tiny_paths is None:
+            # Here: generating models needs torch, which only a run with tiny models loads.
+            from specperf.engine.tiny import materialise
+
+            assert self.profile.tiny is not None
+            t0 = time.monotonic()
+            self._tiny_paths = materialise(self.profile.tiny, self.models_cache)
+            self.say(f"specperf: tiny models ready in {time.monotonic() - t0:.1f} s "
+                     f"({self.models_cache})")
+        return str(self._tiny_paths[ref[len(TINY_PREFIX):]])
+
+    def record_error(self, config_id: str, exc: ServerError) -> None:
+        """The config's server failed: remembered (its items fail with it), recorded."""
+        self.errors[config_id] = exc
+        rec = self.records.get(config_id)
+        if rec is not None:
+            self.records[config_id] = rec.model_copy(update={"error": exc.cause})
+        else:
+            self.records[config_id] = ServerRecord(
+                config_id=config_id, argv=[], log_path=str(exc.log_path), error=exc.cause
+            )
+        self.servers.pop(config_id, None)
+        self.view.server_failed(config_id, self.cases_of(config_id))
+
+    def restart(self, config_id: str) -> VllmServer:
+        """Stop the config's server and start a fresh one; the run file keeps both starts'
+        records. A fresh server that does not start raises ServerError and is forgotten:
+        the first start's measurement stands."""
+        first = self.records.get(config_id)
+        self.stop(config_id)
+        if first is not None:
+            self.records[f"{config_id}@start1"] = first
+        try:
+            return self.server_for(config_id)
+        except ServerError:
+            self.errors.pop(config_id, None)
+            raise
+
+    def stop(self, config_id: str) -> None:
+        proxy = self.proxies.pop(config_id, None)
+        if proxy is not None:
+            proxy.stop()
+        server = self.servers.pop(config_id, None)
+        if server is not None:
+            server.stop()
+            self.say(f"specperf: stopped vLLM for {config_id}")
+
+    def stop_all(self) -> None:
+        for cid in list(self.servers):
+            self.stop(cid)
+
+    def pids(self, *also: VllmServer) -> list[int]:
+        """The processes of every server of the run (and ``also``): the suite's own load,
+        not a neighbour's, to the contention guard."""
+        return sorted({s.proc.pid for s in (*also, *self.servers.values()) if s.proc is not None})
+
+    def load_url(self, server: VllmServer) -> str:
+        """Where load for ``server`` goes: the server, or under fault injection a delaying
+        proxy in front of it."""
+        fault = self.fault
+        if fault is None or not fault.delay_ms:
+            return server.base_url
+        if not fault.applies_to(server.config_id, self.profile.config(server.config_id).is_spec):
+            return server.base_url
+        proxy = self.proxies.get(server.config_id)
+        if proxy is None or proxy.target != server.base_url:
+            proxy = DelayProxy(server.base_url, fault.delay_ms / 1000).start()
+            self.proxies[server.config_id] = proxy
+            self.say(f"specperf: FAULT INJECTION: {server.config_id} load via "
+                     f"+{fault.delay_ms:g} ms/chunk proxy {proxy.base_url}")
+        return proxy.base_url

@@ -1,0 +1,229 @@
+"""Which trials a server config's cases get, and when: the trial plan, as a generator.
+
+The plan yields steps and is sent what they found; it does no I/O itself, so it is tested
+on real comparisons without a server (tests/unit/engine/test_trial_plan.py).
+
+1. **Base repeats**: ``repeats`` rounds, round-robin over the config's concurrencies (c1 c4
+   c1 c4 …), so slow drift inside one server's lifetime lands on every case alike; the
+   first round warms the server up.
+2. **Retry batches** (``--perf-retry-inconclusive``): while the server is still up, each
+   case is compared with the baseline, and the ones with an INCONCLUSIVE metric get
+   :data:`RETRY_BATCH` more trials per round, interleaved, until decided or at the cap.
+3. **Fresh-server confirmation** (``[compare] confirm_on_fresh_server``): a case whose
+   latency or throughput is still flagged is measured again, as many trials as it had,
+   on a fresh start of its server; a flag stands only if that start shows it too
+   (compare.replicated). One start cannot tell its own offset from a change of vLLM
+   (measured: docs/validation.md).
+
+Steps and what the plan is sent back for each:
+
+=================  ==============================================================
+:class:`RunTrials`  run these trials, in order → ``None``
+:class:`Compare`    compare these cases, as measured so far, with the baseline →
+                    ``{concurrency: CaseComparison | None}``
+:class:`Restart`    mark these cases' trials as the first start's, start the
+                    server again → ``None``, or the cause when it did not start
+:class:`Say`        show this line → ``None``
+=================  ==============================================================
+
+The generator returns a :class:`PlanOutcome`: the retry and confirmation records per case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+from specperf.schemas import FreshServerConfirmation, InconclusiveRetry
+
+if TYPE_CHECKING:
+    from specperf.analysis.compare import CaseComparison
+
+__all__ = [
+    "RETRY_BATCH",
+    "RETRY_CAP_FACTOR",
+    "Compare",
+    "PlanOutcome",
+    "Restart",
+    "RunTrials",
+    "Say",
+    "TrialSpec",
+    "trial_plan",
+]
+
+#: --perf-retry-inconclusive adds this many trials per round to an INCONCLUSIVE case. Two,
+#: not one: a single extra trial rarely moves an interval over a few trials, and every round
+#: costs a comparison (bootstrap) and a console line.
+RETRY_BATCH = 2
+
+#: --perf-retry-inconclusive without a cap: a case may get up to this many times the
+#: profile's repeats — enough for a few rounds, bounded so one noisy case cannot hold the
+#: run hostage.
+RETRY_CAP_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial of the config's case at ``concurrency`` (with its paired no-spec trial,
+    if it has one); ``warmup``: send the warm-up requests first."""
+
+    concurrency: int
+    warmup: bool = False
+
+
+@dataclass(frozen=True)
+class RunTrials:
+    trials: tuple[TrialSpec, ...]
+
+
+@dataclass(frozen=True)
+class Compare:
+    concurrencies: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Restart:
+    concurrencies: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Say:
+    line: str
+
+
+PlanStep: TypeAlias = "RunTrials | Compare | Restart | Say"
+#: What a step found: comparisons for Compare, a failure cause for Restart, else None.
+PlanFeedback: TypeAlias = "Mapping[int, CaseComparison | None] | str | None"
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    retries: dict[int, InconclusiveRetry] = field(default_factory=dict)
+    confirmations: dict[int, FreshServerConfirmation] = field(default_factory=dict)
+
+
+def trial_plan(
+    config_id: str,
+    concurrencies: Sequence[int],
+    repeats: int,
+    *,
+    retry_cap: int | None = None,
+    confirm: bool = False,
+    batch: int = RETRY_BATCH,
+) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
+    """The plan for one server config's cases. ``retry_cap``: None without retries (or
+    without a baseline to compare with); ``confirm``: the fresh-server rule is on and there
+    is a baseline."""
+    concs = tuple(concurrencies)
+    yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(repeats) for c in concs))
+    retries: dict[int, InconclusiveRetry] = {}
+    if retry_cap is not None:
+        retries = yield from retry_batches(config_id, concs, retry_cap, batch)
+    confirmations: dict[int, FreshServerConfirmation] = {}
+    if confirm:
+        confirmations = yield from confirm_on_fresh_server(config_id, concs)
+    return PlanOutcome(retries, confirmations)
+
+
+def _compare(concs: Sequence[int]) -> Generator[PlanStep, PlanFeedback, Mapping[int, CaseComparison | None]]:
+    found = yield Compare(tuple(concs))
+    assert isinstance(found, Mapping), f"a Compare step is answered with comparisons, not {found!r}"
+    return found
+
+
+def retry_batches(
+    config_id: str, concs: Sequence[int], cap: int, batch: int,
+) -> Generator[PlanStep, PlanFeedback, dict[int, InconclusiveRetry]]:
+    """Rounds of ``batch`` more trials (less at the cap) for every case still INCONCLUSIVE;
+    a case whose trial count did not grow is not given another round."""
+    # Here: compare loads scipy, which only a run that compares as it goes needs.
+    from specperf.analysis.compare import inconclusive_metrics
+    from specperf.analysis.stats import Verdict
+
+    if batch < 1:
+        raise ValueError(f"batch must be ≥ 1, not {batch}")
+    records: dict[int, InconclusiveRetry] = {}
+    first = yield from _compare(concs)
+    for c in concs:
+        cc = first.get(c)
+        if cc is None:
+            continue
+        triggered = inconclusive_metrics(cc)
+        if triggered:
+            records[c] = InconclusiveRetry(
+                initial_trials=cc.current_trials, trials=cc.current_trials, cap=cap,
+                batch=batch, triggered_by=triggered,
+                outcome={m: Verdict.INCONCLUSIVE.value for m in triggered})
+    stalled: set[int] = set()
+    while True:
+        todo = {c: min(batch, cap - r.trials) for c, r in records.items()
+                if r.still_inconclusive and r.trials < cap and c not in stalled}
+        if not todo:
+            break
+        ids = ", ".join(f"{config_id}-c{c} +{n}" for c, n in todo.items())
+        yield Say(f"specperf: INCONCLUSIVE against the baseline: more trials ({ids})")
+        yield RunTrials(tuple(TrialSpec(c) for r in range(max(todo.values()))
+                              for c, n in todo.items() if r < n))
+        now = yield from _compare(list(todo))
+        for c in todo:
+            cc = now.get(c)
+            assert cc is not None, "a case compared before compares after more trials"
+            rec = records[c]
+            if cc.current_trials <= rec.trials:
+                stalled.add(c)  # the trials added nothing: never loop on it
+            verdicts = {m.metric: m.verdict.value for m in cc.comparisons}
+            records[c] = rec.model_copy(update={
+                "trials": cc.current_trials,
+                "rounds": rec.rounds + 1,
+                "outcome": {m: verdicts.get(m, Verdict.INCONCLUSIVE.value)
+                            for m in rec.triggered_by},
+            })
+    for c, rec in records.items():
+        yield Say(f"specperf: {config_id}-c{c}: {rec.summary_line()}")
+    return records
+
+
+def confirm_on_fresh_server(
+    config_id: str, concs: Sequence[int],
+) -> Generator[PlanStep, PlanFeedback, dict[int, FreshServerConfirmation]]:
+    """Measure the flagged cases again on a fresh server, as many trials as each had (so
+    each start weighs the same), and judge them on both starts. Costs a server start only
+    when something is flagged."""
+    # Here: compare loads scipy, which only a run that compares as it goes needs.
+    from specperf.analysis.compare import flagged_metrics
+
+    found = yield from _compare(concs)
+    flagged: dict[int, list[str]] = {}
+    first: dict[int, int] = {}
+    for c in concs:
+        cc = found.get(c)
+        if cc is not None and (metrics := flagged_metrics(cc)):
+            flagged[c] = metrics
+            first[c] = cc.current_trials
+    if not flagged:
+        return {}
+    ids = "; ".join(f"{config_id}-c{c} {', '.join(m)}" for c, m in flagged.items())
+    yield Say(f"specperf: flagged against the baseline ({ids}): measuring again on a "
+              "fresh vLLM server before deciding")
+    again = tuple(sorted(flagged))
+    failed = yield Restart(again)
+    if failed is not None:
+        # The first start's measurement stands; the case says it is unconfirmed.
+        note = f"not confirmed: the fresh server did not start ({failed})"
+        yield Say(f"specperf: {config_id}: {note}")
+        return {c: FreshServerConfirmation(triggered_by=m, first_trials=first[c],
+                                           trials=first[c], note=note)
+                for c, m in flagged.items()}
+    yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(max(first.values()))
+                          for c in again if r < first[c]))
+    now = yield from _compare(again)
+    out = {}
+    for c, metrics in flagged.items():
+        cc = now.get(c)
+        verdicts = {m.metric: m.verdict.value for m in cc.comparisons} if cc else {}
+        out[c] = FreshServerConfirmation(
+            triggered_by=metrics, first_trials=first[c], trials=cc.current_trials if cc else first[c],
+            outcome={m: verdicts.get(m, "inconclusive") for m in metrics})
+        yield Say(f"specperf: {config_id}-c{c}: {out[c].summary_line()}")
+    return out

@@ -1,0 +1,86 @@
+"""One trial on one server: warm-up, counters before, the measured load, counters after,
+guarded against outside CPU load (specperf.engine.contention.measure_guarded)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specperf.analysis.aggregate import make_trial
+from specperf.config.profile import Profile
+from specperf.engine import contention
+from specperf.engine.load import run_load
+from specperf.engine.observer import RunObserver
+from specperf.engine.scrape import counter_delta, fetch_counters
+from specperf.engine.server import VllmServer
+from specperf.engine.servers import ServerPool
+from specperf.schemas import Case, Trial, utcnow
+
+__all__ = ["TrialRunner"]
+
+
+@dataclass
+class TrialRunner:
+    profile: Profile
+    pool: ServerPool
+    observer: RunObserver
+    prompts: Callable[[], list[str]]
+    #: The contention guard's limit (≤ 0 = off).
+    max_outside_cores: float
+    say: Callable[[str], None] = print
+
+    def trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
+              case: Case | None = None, paired: bool = False) -> Trial:
+        """One trial on ``server``; ``case`` (default: the server's own) is the case the
+        progress display counts it for — a paired no-spec trial counts for its spec case.
+
+        An attempt during which other processes used more than ``max_outside_cores`` is
+        measured again, up to the profile's load.contended_retries times."""
+        shown = case or Case(config_id=server.config_id, concurrency=concurrency)
+        limit = self.max_outside_cores
+        retries = self.profile.load.contended_retries
+
+        def discarded(trial: Trial, n: int) -> None:
+            self.say(f"specperf: {shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
+                     f" ran under outside CPU load {trial.outside_cores:.2f} cores (limit "
+                     f"{limit:g}): measuring it again ({n}/{retries})")
+
+        trial = contention.measure_guarded(
+            # The server is warm after the first attempt: warm-up requests only once.
+            lambda n: self._attempt(server, concurrency, index, warmup and n == 0, shown, paired),
+            limit, retries, on_discard=discarded)
+        self.observer.trial_done()
+        return trial
+
+    def _attempt(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
+                 shown: Case, paired: bool) -> Trial:
+        p = self.profile
+        view = self.observer
+        view.trial_started(shown, paired)
+        url, model = self.pool.load_url(server), server.argv[server.argv.index("--model") + 1]
+        prompts = self.prompts()
+        warmup_requests = p.load.warmup_requests if warmup else 0
+        if warmup_requests:
+            # Before the counters are read: warmup requests draft and accept tokens too,
+            # and counting them would make a case's acceptance depend on how many trials
+            # share the one warmup (5 trials vs 10, or a retried case).
+            run_load(url, model, prompts, p.sampling, concurrency, 0,
+                     warmup_requests=warmup_requests,
+                     request_timeout_s=p.load.request_timeout_s)
+        started = utcnow()
+        before = fetch_counters(server.base_url)
+        # Every server of the session is the suite's own load, not a neighbour's (an idle
+        # one that polls would otherwise trigger re-measurements nothing can fix).
+        pids = self.pool.pids(server)
+        cpu_before = contention.take_snapshot(pids)
+        load = run_load(
+            url, model, prompts, p.sampling, concurrency,
+            p.load.requests_at(concurrency), request_timeout_s=p.load.request_timeout_s,
+            on_request=lambda sample: view.request_done(sample.ok),
+        )
+        if warmup_requests:
+            load = load.model_copy(update={"warmup_requests": warmup_requests})
+        cpu_after = contention.take_snapshot(pids)
+        after = fetch_counters(server.base_url)
+        return make_trial(index, started, load, counter_delta(before, after),
+                          outside_cores=contention.measured_outside_cores(cpu_before, cpu_after))

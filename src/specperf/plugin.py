@@ -40,6 +40,7 @@ from specperf.engine.session import (
     SessionError,
     default_run_dir,
 )
+from specperf.report import render_advice, write_all
 from specperf.report.progress import MODES as PROGRESS_MODES
 from specperf.report.progress import RunProgress, make_progress
 from specperf.schemas import Case, CaseResult, GateCheck
@@ -417,9 +418,8 @@ class PerfRun:
         stop_all_servers()  # also any server interrupted while it was still starting
         if not ps.results and not ps.server_errors:
             return
-        # Here: compare loads scipy and the reports matplotlib, which only a run needs.
+        # Here: compare loads scipy, which only a run that measured something needs.
         from specperf.analysis.compare import compare_runs
-        from specperf.report import write_all
 
         run = ps.run_result()
         ctx = ps.baselines
@@ -459,7 +459,7 @@ class PerfRun:
         if self.run is None:
             return
         run, comparison = self.run
-        # Here: the renderers (rich) and the advice only when there is a run to show.
+        # Here: the console renderers load scipy (through compare), needed only to show a run.
         from specperf.report.console import render_comparison, render_run
 
         terminalreporter.section("specperf")
@@ -471,8 +471,7 @@ class PerfRun:
             terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
                                                      verbose=verbose))
         if any(c.method for c in run.cases):
-            from specperf.analysis.advice import advise
-            from specperf.report import render_advice
+            from specperf.analysis.advice import advise  # scipy: only runs with spec cases
 
             try:
                 advice = advise(run, self.session.baselines.baseline)

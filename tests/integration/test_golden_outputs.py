@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from specperf.store.files import load_result
 from tests.support import CPU_CI_PROFILE, DATA_DIR, REPO_ROOT
 
 GOLDEN = DATA_DIR / "golden"
@@ -62,3 +63,10 @@ def test_schema_is_byte_identical(args: list[str], golden: str) -> None:
     for before, after in SCHEMA_EDITS:
         want = want.replace(before, after)
     assert out == want
+
+
+@pytest.mark.parametrize("path", sorted(DATA_DIR.glob("run-*.json")), ids=lambda p: p.name)
+def test_committed_run_files_still_validate(path: Path) -> None:
+    """Real run files written by earlier versions load with today's schema."""
+    result = load_result(path)
+    assert result.kind == "specperf-run" and result.cases

@@ -13,7 +13,11 @@ From one :class:`~specperf.schemas.RunResult` this builds a :class:`RunAdvice`:
   of that fit at each ``k``, and -- for a self-draft config -- the fixed per-step overhead
   it implies;
 * with a baseline: **overhead-regression** findings (acceptance unchanged but the gain
-  fell below what the baseline's costs predict), naming what moved.
+  fell below what the baseline's costs predict), naming what moved
+  (:mod:`specperf.analysis.overhead_regression`).
+
+A run is read through its spec points (:mod:`specperf.analysis.spec_points`); the fit per
+draft model is :mod:`specperf.analysis.draft_fit`.
 
 The cost model
 --------------
@@ -26,14 +30,8 @@ token (linear in ``k`` too). ``c`` is fitted per draft model and concurrency by 
 squares over its ``k`` (:func:`specperf.analysis.costmodel.fit_draft_cost`); ``t_draft = c x
 t_target`` in ms.
 
-The model has no fixed per-step overhead ``o``, because the data do not support one and
-fitting it hurts: ``o`` and ``c`` both fitted on the other two ``k`` make a line through
-two noisy points, extrapolated; ``o`` taken from the self-draft config (the target
-drafting for itself, so ``c = 1`` and ``E = k + 1`` are known: ``o = E / gain − 1 − k``)
-grows with the tokens verified per step at higher concurrency, so it is not a fixed
-per-step cost. The held-out errors of each choice on the cpu-tiny run are in
-docs/validation.md ("Cost-model fit"). Each :class:`DraftFit` of a self-draft config
-reports the ``o`` it implies, so every run repeats this check.
+The model has no fixed per-step overhead ``o``; why, and the check each self-draft config
+repeats, is in :mod:`specperf.analysis.draft_fit`.
 
 Honest predictions
 ------------------
@@ -51,37 +49,33 @@ a prediction error can be read against the measurement's own noise.
 
 from __future__ import annotations
 
-import json
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from specperf.analysis import costmodel as cm
-from specperf.analysis.compare import per_request
-from specperf.analysis.stats import ratio_ci
+from specperf.analysis.draft_fit import DraftFit, draft_fit
+from specperf.analysis.overhead_regression import (
+    DEFAULT_ACCEPTANCE_TOLERANCE,
+    DEFAULT_TOLERANCE,
+    OverheadFinding,
+    overhead_findings,
+)
+from specperf.analysis.spec_points import (
+    SpecPoint,
+    UnusableCase,
+    by_family,
+    is_spec,
+    k_of,
+    nospec_config_id,
+    self_draft_ids,
+    spec_points,
+)
 from specperf.schemas import Baseline, CaseResult, RunResult
 
-__all__ = [
-    "CaseAdvice",
-    "ConfigAdvice",
-    "DraftFit",
-    "OverheadFinding",
-    "RunAdvice",
-    "advise",
-    "overhead_findings",
-]
-
-#: Default relative tolerance of the overhead-regression finding (gain vs prediction).
-DEFAULT_TOLERANCE = 0.15
-#: Default absolute per-position tolerance for "acceptance unchanged" (as the acceptance
-#: gate's ``baseline_tolerance``).
-DEFAULT_ACCEPTANCE_TOLERANCE = 0.02
-#: Methods whose counters only count steps that carried a draft.
-_LOOKUP_METHODS = {"ngram", "suffix"}
+__all__ = ["CaseAdvice", "ConfigAdvice", "RunAdvice", "advise"]
 
 
 class _Model(BaseModel):
@@ -186,79 +180,6 @@ class ConfigAdvice(_Model):
     sentence: str = ""
 
 
-class DraftFit(_Model):
-    """The cost model fitted over every k of one draft model at one concurrency.
-
-    Step = ``t_target + k t_draft`` (``1 + k c`` target steps); see the module docstring.
-    """
-
-    method: str | None = None
-    draft_model: str | None = None
-    concurrency: int
-    config_ids: list[str]
-    ks: list[int]
-    target_ms: float = Field(
-        description="t_target = no-spec median TPOT (mean over the cases if paired)"
-    )
-    draft_ms: float = Field(description="t_draft = c x t_target per draft token (>= 0)")
-    overhead_ms: float = Field(
-        0.0, description="fixed per-step overhead in the model: 0 (not fitted; see self_draft)"
-    )
-    cost_ratio: float = Field(description="c = t_draft / t_target, least squares over the k")
-    overhead_ratio: float = 0.0
-    physical: bool = Field(
-        description="False when some spec step measured cheaper than one no-spec step"
-    )
-    residuals: dict[int, float] = Field(
-        default_factory=dict, description="k -> in-sample fitted gain / measured gain - 1"
-    )
-    held_out_errors: dict[int, float] = Field(
-        default_factory=dict,
-        description="k -> gain predicted from the other k / measured gain - 1",
-    )
-    self_draft: bool = Field(
-        False, description="the draft is the target itself (its server argv says so)"
-    )
-    implied_overhead_ratio: float | None = Field(
-        None,
-        description="self-draft only: o = E / gain - 1 - k (mean over its k), the fixed "
-        "per-step overhead in target steps if a target-as-draft token costs one target step",
-    )
-    implied_overhead_ci: tuple[float, float] | None = Field(
-        None, description="o from the 95 % CI of the self-draft's measured gain"
-    )
-    sentence: str = ""
-
-
-class OverheadFinding(_Model):
-    """Acceptance unchanged against the baseline, but the gain fell below prediction."""
-
-    config_id: str
-    concurrency: int
-    k: int
-    baseline_gain: float
-    measured_gain: float
-    predicted_gain: float = Field(
-        description="gain the baseline's step cost predicts at today's acceptance"
-    )
-    shortfall: float = Field(description="measured / predicted - 1 (negative)")
-    tolerance: float
-    acceptance_max_delta: float = Field(description="max |Δ p_i| over positions")
-    acceptance_tolerance: float
-    moved: Literal["drafting", "verification"]
-    draft_ms_baseline: float
-    draft_ms_current: float
-    verify_ms_baseline: float = Field(description="target-side cost per step: t + o")
-    verify_ms_current: float
-    nospec_tpot_ms_baseline: float
-    nospec_tpot_ms_current: float
-    separable: bool = Field(
-        description="True when both runs had >= 2 k of this draft, so the verification "
-        "overhead was fitted; False: it is taken as the no-spec TPOT"
-    )
-    message: str
-
-
 class RunAdvice(_Model):
     kind: Literal["specperf-advice"] = "specperf-advice"
     run_dir: str | None = None
@@ -291,263 +212,6 @@ class RunAdvice(_Model):
             and c.prediction_error is not None
             and (concurrency is None or c.concurrency == concurrency)
         }
-
-
-# --------------------------------------------------------------------------- measurements
-
-
-@dataclass
-class _Point:
-    """One spec case with everything the model needs, or the reason it cannot be used."""
-
-    case: CaseResult
-    k: int
-    positions: list[float]
-    tokens_per_step: float
-    spec_tpot: float
-    nospec_tpot: float
-    nospec_source: Literal["paired", "same-run"]
-    notes: list[str] = field(default_factory=list)
-    gain_ci: tuple[float, float] | None = None
-
-    @property
-    def family(self) -> tuple[str | None, str | None]:
-        return (self.case.method, self.case.draft_model)
-
-    @property
-    def concurrency(self) -> int:
-        return self.case.case.concurrency
-
-    @property
-    def config_id(self) -> str:
-        return self.case.case.config_id
-
-    @property
-    def step_ms(self) -> float:
-        return self.spec_tpot * self.tokens_per_step
-
-    @property
-    def gain(self) -> float:
-        return self.nospec_tpot / self.spec_tpot
-
-
-def _is_spec(c: CaseResult) -> bool:
-    return c.method is not None or c.num_speculative_tokens is not None or c.draft_model is not None
-
-
-def _nospec_id(cases: Sequence[CaseResult]) -> str | None:
-    ids = [c.case.config_id for c in cases if not _is_spec(c)]
-    return ids[0] if ids else None
-
-
-def _tpot(c: CaseResult | None) -> float | None:
-    """Median TPOT; the mean where only that was recorded (published, provisional figures)."""
-    if c is None:
-        return None
-    for v in (c.tpot_ms.median, c.tpot_ms.mean):
-        if v is not None and math.isfinite(v) and v > 0:
-            return float(v)
-    return None
-
-
-def _tpot_note(*cases: CaseResult | None) -> list[str]:
-    if any(c is not None and c.tpot_ms.median is None and c.tpot_ms.mean for c in cases):
-        return ["TPOT is a mean (no median was recorded, e.g. published figures)"]
-    return []
-
-
-@dataclass
-class _Skipped:
-    """A spec case the model cannot use, with what was measured of it."""
-
-    notes: list[str]
-    spec_tpot: float | None = None
-    nospec_tpot: float | None = None
-    nospec_source: Literal["paired", "same-run"] | None = None
-
-    @property
-    def gain(self) -> float | None:
-        if self.spec_tpot is None or self.nospec_tpot is None:
-            return None
-        return self.nospec_tpot / self.spec_tpot
-
-
-def _k_of(c: CaseResult) -> int | None:
-    if c.num_speculative_tokens:
-        return int(c.num_speculative_tokens)
-    if c.acceptance is not None and c.acceptance.accepted_per_position:
-        return len(c.acceptance.accepted_per_position)
-    return None
-
-
-def _positions(c: CaseResult, k: int) -> tuple[list[float], float | None, list[str]]:
-    """(p_0..p_{k-1}, E, notes) from the case's counter deltas."""
-    acc = c.acceptance
-    notes: list[str] = []
-    if acc is None:
-        return [], None, ["no spec-decode counters were scraped for this case"]
-    if not acc.drafts:
-        return [], None, ["no drafts were proposed during this case"]
-    raw = acc.per_position_rate
-    problems = cm.check_positions(raw[:k])
-    if problems:
-        notes.append("per-position counters are inconsistent: " + "; ".join(problems))
-    p = [min(max(x, 0.0), 1.0) for x in raw[:k]]
-    if len(p) == k:
-        e = 1.0 + math.fsum(p)
-    else:
-        notes.append(
-            f"only {len(p)} of {k} per-position counters present; tokens/step taken from "
-            "accepted/drafts"
-        )
-        e = 1.0 + acc.accepted_tokens / acc.drafts
-    return p, min(max(e, 1.0), float(k + 1)), notes
-
-
-def _points(
-    result: RunResult | Baseline,
-) -> tuple[list[_Point], dict[tuple[str, int], _Skipped]]:
-    """Usable spec points, and the reasons other spec cases are unusable.
-
-    The no-spec TPOT of a spec case is its *paired* no-spec measurement (trials interleaved
-    with its own, ``RunResult.paired_nospec``) when the run has one, else the no-spec
-    config's case at the same concurrency.
-    """
-    cases = result.cases
-    paired: dict[str, CaseResult] = dict(getattr(result, "paired_nospec", None) or {})
-    nospec_id = _nospec_id(cases)
-    nospec = {
-        c.case.concurrency: c for c in cases if nospec_id and c.case.config_id == nospec_id
-    }
-    points: list[_Point] = []
-    skipped: dict[tuple[str, int], _Skipped] = {}
-    for c in cases:
-        if not _is_spec(c):
-            continue
-        key = (c.case.config_id, c.case.concurrency)
-        spec = _tpot(c)
-        source: Literal["paired", "same-run"] = "paired"
-        ref = paired.get(c.case.id)
-        base = _tpot(ref)
-        if base is None:
-            source, ref = "same-run", nospec.get(c.case.concurrency)
-            base = _tpot(ref)
-        k = _k_of(c)
-        if k is None:
-            skipped[key] = _Skipped(["k (num_speculative_tokens) is unknown"], spec, base,
-                                    source if base is not None else None)
-            continue
-        p, e, notes = _positions(c, k)
-        notes = _tpot_note(c, ref) + notes
-        if spec is None:
-            notes.append("no spec TPOT was measured")
-        if base is None:
-            notes.append(
-                "no no-spec TPOT at this concurrency in this run"
-                if nospec_id or paired
-                else "the run has no no-spec config to compare with"
-            )
-        if e is None or spec is None or base is None:
-            skipped[key] = _Skipped(notes, spec, base, source if base is not None else None)
-            continue
-        if c.method in _LOOKUP_METHODS:
-            notes.append(
-                f"{c.method} proposes only when it finds a match: counters cover steps with a "
-                "draft, so tokens/step overstates the yield and the fitted draft cost absorbs it"
-            )
-        ci = None
-        if c.tpot_ms.median is not None and ref is not None and ref.tpot_ms.median is not None:
-            # the gain is a ratio of medians of per-request TPOTs: bootstrap it the same way
-            ci = ratio_ci(per_request(ref, "tpot"), per_request(c, "tpot"))
-        points.append(_Point(c, k, p, e, spec, base, source, notes, ci))
-    return points, skipped
-
-
-def _option(argv: Sequence[str], name: str) -> str | None:
-    for i, a in enumerate(argv):
-        if a == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(name + "="):
-            return a[len(name) + 1:]
-    return None
-
-
-def _self_draft_ids(result: RunResult | Baseline) -> set[str]:
-    """Config ids whose server drafts with the target itself (``--model`` = spec ``model``).
-
-    Read from the run's server argv; a baseline records none, so it has no self-draft.
-    """
-    out: set[str] = set()
-    for srv in getattr(result, "servers", None) or []:
-        model = _option(srv.argv, "--model")
-        spec = _option(srv.argv, "--speculative-config")
-        if model is None or spec is None:
-            continue
-        try:
-            draft = json.loads(spec).get("model")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(draft, str) and draft.rstrip("/") == model.rstrip("/"):
-            out.add(srv.config_id)
-    return out
-
-
-# --------------------------------------------------------------------------- fitting
-
-
-@dataclass(frozen=True)
-class _Costs:
-    target_ms: float  # the (mean) no-spec TPOT of the points fitted: for c and o ratios
-    draft_ms: float
-    overhead_ms: float
-    separable: bool
-    physical: bool
-
-    @property
-    def c(self) -> float:
-        return self.draft_ms / self.target_ms
-
-    @property
-    def o(self) -> float:
-        return self.overhead_ms / self.target_ms
-
-    @property
-    def verify_ms(self) -> float:
-        return self.target_ms + self.overhead_ms
-
-
-def _separable_fit(points: Sequence[_Point]) -> _Costs:
-    """Fit ``step_k - t_k = o + k d`` (o, d >= 0) over points; o = 0 with a single k.
-
-    Only the overhead finding uses this: it splits each run's *measured* steps into a
-    target side (t + o) and a drafting side to say which one moved between two runs. The
-    advice's predictions use :func:`specperf.analysis.costmodel.fit_draft_cost` (no o), which
-    extrapolates to a held-out k without amplifying the noise of two points.
-    ``t_k`` is each point's own no-spec TPOT (paired measurements differ slightly).
-    """
-    target_ms = math.fsum(p.nospec_tpot for p in points) / len(points)
-    ys = [p.step_ms - p.nospec_tpot for p in points]
-    physical = all(y >= 0 for y in ys)
-    ks = [p.k for p in points]
-    if len(set(ks)) < 2:
-        d = max(0.0, math.fsum(k * y for k, y in zip(ks, ys, strict=True)) / sum(k * k for k in ks))
-        return _Costs(target_ms, d, 0.0, False, physical)
-    import numpy as np
-    from scipy.optimize import nnls
-
-    a = np.array([[1.0, float(k)] for k in ks])
-    (o, d), _ = nnls(a, np.array(ys, dtype=float))
-    return _Costs(target_ms, float(d), float(o), True, physical)
-
-
-_Family = tuple[str | None, str | None]  # (method, draft model)
-
-
-def _groups(points: Iterable[_Point]) -> dict[tuple[_Family, int], list[_Point]]:
-    g: dict[tuple[_Family, int], list[_Point]] = defaultdict(list)
-    for p in points:
-        g[(p.family, p.concurrency)].append(p)
-    return g
 
 
 # --------------------------------------------------------------------------- wording
@@ -642,8 +306,8 @@ def _config_sentence(cfg: ConfigAdvice) -> str:
 
 
 def _case_advice(
-    p: _Point,
-    fam: Sequence[_Point],
+    p: SpecPoint,
+    fam: Sequence[SpecPoint],
     full: cm.DraftCostFit,
     held: cm.HeldOutPrediction | None,
 ) -> CaseAdvice:
@@ -721,84 +385,10 @@ def _case_advice(
     return a
 
 
-def _draft_fit(
-    family: _Family, conc: int, fam: Sequence[_Point], full: cm.DraftCostFit,
-    held: Sequence[cm.HeldOutPrediction | None], self_ids: set[str],
-) -> DraftFit:
-    target_ms = math.fsum(p.nospec_tpot for p in fam) / len(fam)
-    fit = DraftFit(
-        method=family[0],
-        draft_model=family[1],
-        concurrency=conc,
-        config_ids=[p.config_id for p in fam],
-        ks=sorted({p.k for p in fam}),
-        target_ms=target_ms,
-        draft_ms=full.cost_ratio * target_ms,
-        cost_ratio=full.cost_ratio,
-        overhead_ratio=full.overhead_ratio,
-        overhead_ms=full.overhead_ratio * target_ms,
-        physical=full.physical,
-        self_draft=bool(fam) and all(p.config_id in self_ids for p in fam),
-    )
-    for p, h in zip(fam, held, strict=True):
-        fit.residuals[p.k] = full.predicted_gain(p.tokens_per_step, p.k) / p.gain - 1.0
-        if h is not None:
-            fit.held_out_errors[p.k] = h.error
-    if fit.self_draft:
-        fit.implied_overhead_ratio = math.fsum(
-            cm.self_draft_overhead(p.tokens_per_step, p.gain, p.k) for p in fam
-        ) / len(fam)
-        p = fam[0]
-        if len(fam) == 1 and p.gain_ci is not None:
-            lo, hi = p.gain_ci
-            fit.implied_overhead_ci = (
-                cm.self_draft_overhead(p.tokens_per_step, hi, p.k),
-                cm.self_draft_overhead(p.tokens_per_step, lo, p.k),
-            )
-    fit.sentence = _fit_sentence(fit)
-    return fit
-
-
-def _signed(v: float, fmt: str = ".2f") -> str:
-    return ("−" if v < 0 else "+") + format(abs(v), fmt)
-
-
-def _fit_sentence(fit: DraftFit) -> str:
-    name = fit.draft_model or fit.method or "?"
-    head = (
-        f"{name}{' (self-draft)' if fit.self_draft else ''} at c={fit.concurrency}: step = "
-        f"{fit.target_ms:.1f} ms + k × {fit.draft_ms:.2f} ms (c = {fit.cost_ratio:.3f}, "
-        f"fitted on {', '.join(fit.config_ids)})"
-    )
-    if not fit.physical:
-        head += "; a spec step measured cheaper than a no-spec step, so the fit is unreliable"
-    o = fit.implied_overhead_ratio
-    if o is None:
-        return head + "."
-    ci = fit.implied_overhead_ci
-    ci_s = f", 95 % CI {_signed(ci[0])} to {_signed(ci[1])}" if ci else ""
-    check = (
-        f"; if a target-as-draft token costs one target step, the rest, E / gain − 1 − k = "
-        f"{_signed(o)} target steps ({_signed(o * fit.target_ms, '.1f')} ms{ci_s}), is a fixed "
-        "per-step overhead"
-    )
-    if ci is None:
-        return head + check + " (no CI: too few requests to bootstrap)."
-    if ci[0] <= 0.0 <= ci[1]:
-        return head + check + ": consistent with none, as the model assumes."
-    if o > 0:
-        return head + check + (
-            ": above none — here a target-as-draft token costs more than a plain step "
-            "(verifying and drafting k + 1 tokens per sequence), which the model keeps in each "
-            "draft's own c, not in a shared fixed overhead."
-        )
-    return head + check + ": below none — a draft pass costs less than a full engine step here."
-
-
 def _config_advice(
     cases: Sequence[CaseResult],
-    points: Sequence[_Point],
-    skipped: dict[tuple[str, int], _Skipped],
+    points: Sequence[SpecPoint],
+    skipped: dict[tuple[str, int], UnusableCase],
 ) -> list[ConfigAdvice]:
     # the gain needs only the two TPOTs: cases without counters still place the crossover
     by_cfg: dict[str, list[tuple[int, float]]] = defaultdict(list)
@@ -811,7 +401,7 @@ def _config_advice(
     seen: set[str] = set()
     for c in cases:
         cid = c.case.config_id
-        if not _is_spec(c) or cid in seen:
+        if not is_spec(c) or cid in seen:
             continue
         seen.add(cid)
         gains = sorted(by_cfg.get(cid, []))
@@ -820,7 +410,7 @@ def _config_advice(
             config_label=c.config_label,
             method=c.method,
             draft_model=c.draft_model,
-            k=_k_of(c),
+            k=k_of(c),
             gains=gains,
         )
         if len(gains) >= 2:
@@ -843,26 +433,26 @@ def advise(
     baseline_name: str | None = None,
 ) -> RunAdvice:
     """Cost-model advice for a run; with ``baseline``, overhead-regression findings too."""
-    points, skipped = _points(run)
+    points, skipped = spec_points(run)
     advice = RunAdvice(
         run_dir=run.run_dir,
         profile_name=run.provenance.profile_name,
         hardware=run.provenance.hardware,
         vllm_version=run.provenance.vllm_version,
-        nospec_config_id=_nospec_id(run.cases),
+        nospec_config_id=nospec_config_id(run.cases),
     )
     if advice.nospec_config_id is None:
         advice.notes.append(
             "the run has no no-spec config: gains and costs need its TPOT at each concurrency"
         )
     by_key: dict[tuple[str, int], CaseAdvice] = {}
-    self_ids = _self_draft_ids(run)
-    for (family, conc), group in _groups(points).items():
+    self_ids = self_draft_ids(run)
+    for (family, conc), group in by_family(points).items():
         fam = sorted(group, key=lambda p: p.k)
         args = ([p.k for p in fam], [p.tokens_per_step for p in fam], [p.gain for p in fam])
         full = cm.fit_draft_cost(*args)
         held = cm.held_out_predictions(*args)
-        advice.fits.append(_draft_fit(family, conc, fam, full, held, self_ids))
+        advice.fits.append(draft_fit(family, conc, fam, full, held, self_ids))
         for p, h in zip(fam, held, strict=True):
             by_key[(p.config_id, p.concurrency)] = _case_advice(p, fam, full, h)
     for (cid, conc), sk in skipped.items():
@@ -873,7 +463,7 @@ def advise(
             concurrency=conc,
             method=c.method,
             draft_model=c.draft_model,
-            k=_k_of(c) or 0,
+            k=k_of(c) or 0,
             nospec_tpot_ms=sk.nospec_tpot,
             nospec_source=sk.nospec_source,
             spec_tpot_ms=sk.spec_tpot,
@@ -898,146 +488,3 @@ def _describe_baseline(b: RunResult | Baseline) -> str:
     p = b.provenance
     when = f"{p.date:%Y-%m-%d}" if p.date else "?"
     return f"{p.profile_name} on {p.hardware_id}, vLLM {p.vllm_version or '?'}, {when}"
-
-
-# --------------------------------------------------------------------------- overhead finding
-
-
-def overhead_findings(
-    run: RunResult,
-    baseline: RunResult | Baseline,
-    tolerance: float = DEFAULT_TOLERANCE,
-    *,
-    acceptance_tolerance: float = DEFAULT_ACCEPTANCE_TOLERANCE,
-) -> list[OverheadFinding]:
-    """Spec cases whose acceptance is unchanged but whose gain fell below prediction.
-
-    For each spec case present (with a no-spec TPOT at its concurrency) in both runs:
-
-    1. *Acceptance unchanged*: every per-position yield ``p_i`` within
-       ``acceptance_tolerance`` (absolute) of the baseline's. A changed acceptance is the
-       acceptance gate's business, not an overhead finding.
-    2. *Prediction*: the baseline's measured speculative step cost, relative to its no-spec
-       TPOT, at today's tokens/step: ``predicted = t_b · E_now / step_b`` (the baseline
-       gain, corrected for the small acceptance change allowed by 1).
-    3. *Finding* when ``measured < predicted × (1 − tolerance)``.
-    4. *Attribution*: the step cost is split into a target side ``V = t + o``
-       (verification: one target pass over k+1 tokens plus per-step overhead) and a
-       drafting side ``k·d``, in both runs. Since the gain is ``E·t / (V + k·d)``, each side
-       is measured in no-spec steps (divided by the same run's ``t``), and the finding names
-       the side that grew more, with both numbers in ms and in no-spec steps. (A target
-       that got slower everywhere, plain decoding included, moves neither and raises no
-       finding: that is the TPOT gate's business.) With ≥ 2 k of the same draft model at
-       that concurrency in both runs, ``o`` and ``d`` are fitted; otherwise ``V`` is taken
-       as the no-spec TPOT and extra verification cost is indistinguishable from drafting
-       (the message says so).
-    """
-    if not 0.0 <= tolerance < 1.0:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    cur_points, _ = _points(run)
-    base_points, _ = _points(baseline)
-    base_idx = {(p.config_id, p.concurrency): p for p in base_points}
-    cur_groups, base_groups = _groups(cur_points), _groups(base_points)
-    findings: list[OverheadFinding] = []
-    for p in cur_points:
-        b = base_idx.get((p.config_id, p.concurrency))
-        if b is None or b.k != p.k or len(b.positions) != len(p.positions):
-            continue
-        deltas = [abs(x - y) for x, y in zip(p.positions, b.positions, strict=True)]
-        max_delta = max(deltas, default=0.0)
-        if not p.positions or max_delta > acceptance_tolerance + 1e-12:
-            continue
-        predicted = b.nospec_tpot * p.tokens_per_step / b.step_ms
-        if p.gain >= predicted * (1.0 - tolerance):
-            continue
-        fam_c = cur_groups[(p.family, p.concurrency)]
-        fam_b = base_groups.get((b.family, b.concurrency), [b])
-        sep = len({q.k for q in fam_c}) >= 2 and len({q.k for q in fam_b}) >= 2
-        cc, cb = (
-            (_separable_fit(fam_c), _separable_fit(fam_b)) if sep
-            else (_separable_fit([p]), _separable_fit([b]))
-        )
-        # this case's own plain step on each side: V = t + o
-        cc, cb = replace(cc, target_ms=p.nospec_tpot), replace(cb, target_ms=b.nospec_tpot)
-        # The gain is E·t / (V + k·d): what lowers it at unchanged E is a side of the step
-        # growing relative to a plain target step t of the same run, so compare the two
-        # sides in units of t (a target that got slower everywhere moves neither).
-        d_verify = cc.verify_ms / cc.target_ms - cb.verify_ms / cb.target_ms
-        d_draft = p.k * (cc.draft_ms / cc.target_ms - cb.draft_ms / cb.target_ms)
-        moved: Literal["drafting", "verification"] = (
-            "verification" if d_verify > d_draft else "drafting"
-        )
-        findings.append(
-            OverheadFinding(
-                config_id=p.config_id,
-                concurrency=p.concurrency,
-                k=p.k,
-                baseline_gain=b.gain,
-                measured_gain=p.gain,
-                predicted_gain=predicted,
-                shortfall=p.gain / predicted - 1.0,
-                tolerance=tolerance,
-                acceptance_max_delta=max_delta,
-                acceptance_tolerance=acceptance_tolerance,
-                moved=moved,
-                draft_ms_baseline=cb.draft_ms,
-                draft_ms_current=cc.draft_ms,
-                verify_ms_baseline=cb.verify_ms,
-                verify_ms_current=cc.verify_ms,
-                nospec_tpot_ms_baseline=b.nospec_tpot,
-                nospec_tpot_ms_current=p.nospec_tpot,
-                separable=sep,
-                message=_finding_message(p, b, predicted, max_delta, tolerance,
-                                         acceptance_tolerance, moved, cb, cc, sep),
-            )
-        )
-    return findings
-
-
-def _rel(new: float, old: float) -> str:
-    return f"{(new / old - 1.0) * 100:+.0f} %" if old > 0 else "n/a"
-
-
-def _finding_message(
-    p: _Point, b: _Point, predicted: float, max_delta: float, tol: float, acc_tol: float,
-    moved: str, cb: _Costs, cc: _Costs, sep: bool,
-) -> str:
-    head = (
-        f"overhead regression in {p.config_id} at c={p.concurrency}: measured gain "
-        f"{p.gain:.2f}× is {abs(p.gain / predicted - 1) * 100:.0f} % below the "
-        f"{predicted:.2f}× the baseline's costs predict at today's acceptance (baseline gain "
-        f"{b.gain:.2f}×, tolerance {tol * 100:.0f} %), while acceptance is unchanged (max "
-        f"per-position change {max_delta:.3f} ≤ {acc_tol:.3f})."
-    )
-    k = p.k
-    draft = (
-        f"drafting {cb.draft_ms:.2f} → {cc.draft_ms:.2f} ms per draft token "
-        f"({_rel(cc.draft_ms, cb.draft_ms)}; k={k} of them = {k * cb.c:.2f} → {k * cc.c:.2f} "
-        "no-spec steps)"
-    )
-    verify = (
-        f"verification/target step {cb.verify_ms:.1f} → {cc.verify_ms:.1f} ms "
-        f"({_rel(cc.verify_ms, cb.verify_ms)}; "
-        + (
-            f"{cb.verify_ms / cb.target_ms:.2f} → {cc.verify_ms / cc.target_ms:.2f} no-spec steps)"
-            if sep
-            else "taken as the no-spec TPOT)"
-        )
-    )
-    plain = f"no-spec TPOT {b.nospec_tpot:.1f} → {p.nospec_tpot:.1f} ms"
-    if moved == "drafting":
-        verdict = (
-            f" vLLM got slower at drafting, not worse at accepting: {draft}; {verify}; {plain}."
-        )
-    else:
-        verdict = (
-            f" vLLM got slower at verifying (the target-side step), not worse at accepting: "
-            f"{verify}; {draft}; {plain}."
-        )
-    if not sep:
-        verdict += (
-            " (With one k of this draft per run the verification step is taken to be the "
-            "no-spec TPOT, so extra verification overhead counts as drafting; measure a second "
-            "k of the same draft to separate them.)"
-        )
-    return head + verdict

@@ -12,8 +12,8 @@ What this module decides, each explained once in docs/statistics.md:
 * which samples a metric is compared on: one value per trial with ``min_trials`` a side,
   else pooled requests (latency) or the budget rule (throughput; latency without
   samples), and acceptance from the counters with an absolute tolerance;
-* which kept runs join the baseline (:func:`kept_runs`, :func:`earlier_runs`) and the
-  between-run spread that widens the interval;
+* which kept runs join the baseline (:mod:`specperf.analysis.samples` chooses them) and
+  the between-run spread that widens the interval;
 * a case measured on more than one server start (fresh-server confirmation) is decided
   by :func:`replicated`; :func:`flagged_metrics` names what a fresh start can confirm and
   :func:`inconclusive_metrics` what more trials can decide (the engine's trial plan,
@@ -25,6 +25,11 @@ What this module decides, each explained once in docs/statistics.md:
 The rules are :class:`~specperf.config.rules.CompareRules` (re-exported here); the run
 records the rules it was judged with (``RunResult.compare_rules``), which
 ``compare_runs`` uses when it is given none.
+
+It is one module past 600 lines because everything left in it is a step of that one
+decision per case and metric, read in the order ``compare_runs`` and ``compare_cases``
+take them; what other modules read on its own (a case's samples, the kept runs) is in
+:mod:`specperf.analysis.samples`.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from specperf.analysis.outside_load import comparison_note
+from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trials_for_shift
+from specperf.analysis.samples import earlier_runs, per_request, per_trial
 from specperf.analysis.stats import (
     Comparison,
     Direction,
@@ -46,10 +53,6 @@ from specperf.analysis.stats import (
     between_run_spread,
     compare_rate,
     compare_samples,
-    cv,
-    detectable_shift,
-    pooled_cv,
-    trials_for_shift,
 )
 from specperf.schemas import (
     DEFAULT_BUDGETS,
@@ -60,10 +63,8 @@ from specperf.schemas import (
     MetricKey,
     MetricRule,
     Provenance,
-    RequestSample,
     RunResult,
     Summary,
-    Trial,
 )
 
 __all__ = [
@@ -78,9 +79,7 @@ __all__ = [
     "as_run",
     "compare_cases",
     "compare_runs",
-    "earlier_runs",
     "flagged_metrics",
-    "kept_runs",
     "inconclusive_metrics",
     "replicated",
 ]
@@ -125,10 +124,10 @@ class MetricDetail(_Model):
                           "included in the interval; None with one run")
     detectable: float | None = Field(
         None, description="relative shift these samples catch with 90 % power at the "
-                          "rules' alpha (stats.detectable_shift); None without trials")
+                          "rules' alpha (sample_size.detectable_shift); None without trials")
     trials_needed: int | None = Field(
         None, description="current-run trials that would catch the metric's minimum effect "
-                          "(stats.trials_for_shift); None when trials alone cannot")
+                          "(sample_size.trials_for_shift); None when trials alone cannot")
     note: str | None = None
 
 
@@ -221,41 +220,6 @@ def as_run(result: RunResult | Baseline, source: Path | str | None = None) -> Ru
         cases=result.cases,
         baseline_note=f"a baseline shown as a run{f' ({source})' if source else ''}",
     )
-
-
-# --------------------------------------------------------------------------- samples
-
-
-def _latency_ms(s: RequestSample, key: str) -> float | None:
-    if not s.ok:
-        return None
-    if key == "ttft":
-        v = s.ttft_s
-    elif key == "e2e":
-        v = s.e2e_s
-    else:
-        v = s.tpot_s
-    return None if v is None else v * 1000.0
-
-
-def _trial_values(trial: Trial, key: str) -> list[float]:
-    return [v for s in trial.samples if (v := _latency_ms(s, key)) is not None]
-
-
-def per_trial(case: CaseResult, key: str) -> list[float]:
-    """One value per trial: the trial's median latency (NaN for a trial with none), or its
-    output throughput."""
-    if key == "output_throughput":
-        return [t.output_throughput for t in case.trials]
-    out = []
-    for t in case.trials:
-        v = _trial_values(t, key)
-        out.append(float(np.median(v)) if v else math.nan)
-    return out
-
-
-def per_request(case: CaseResult, key: str) -> list[float]:
-    return [v for t in case.trials for v in _trial_values(t, key)]
 
 
 def _spread(values: list[float]) -> float | None:
@@ -744,40 +708,6 @@ def compare_runs(
     return result
 
 
-def kept_runs(baseline: RunResult | Baseline,
-              history: Sequence[RunResult | Baseline]) -> list[RunResult | Baseline]:
-    """The kept runs that may join the baseline: same hardware id, profile hash and vLLM
-    version, not the baseline itself; newest first. (A run kept before an accepted upgrade
-    measured another engine: pooling it would count the upgrade's shift as restart
-    noise.)"""
-    bp = baseline.provenance
-    same = (bp.hardware_id, bp.profile_hash, bp.vllm_version)
-    return [kept for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True)
-            if kept.provenance != bp
-            and (kept.provenance.hardware_id, kept.provenance.profile_hash,
-                 kept.provenance.vllm_version) == same
-            and _same_prompts(kept.provenance, bp)]
-
-
-def _same_prompts(a: Provenance, b: Provenance) -> bool:
-    """Unknown (a run file from before prompts were hashed) matches anything."""
-    return a.prompts_hash is None or b.prompts_hash is None or a.prompts_hash == b.prompts_hash
-
-
-def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
-                 history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
-    """The case in the :func:`kept_runs` whose server config is the baseline case's;
-    newest first."""
-    out = []
-    for kept in kept_runs(baseline, history):
-        case = next((c for c in kept.cases if c.case == base.case), None)
-        if (case is None or case.config_hash != base.config_hash or case.method != base.method
-                or case.num_speculative_tokens != base.num_speculative_tokens):
-            continue
-        out.append(case)
-    return out
-
-
 def _case_list(cases: list[Case], limit: int = 8) -> str:
     ids = [c.id for c in cases[:limit]]
     more = f" and {len(cases) - limit} more" if len(cases) > limit else ""
@@ -785,9 +715,6 @@ def _case_list(cases: list[Case], limit: int = 8) -> str:
 
 
 # --------------------------------------------------------------------------- retries
-
-K = TypeVar("K")
-
 
 
 def inconclusive_metrics(cc: CaseComparison) -> list[str]:

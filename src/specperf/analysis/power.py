@@ -15,16 +15,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specperf.analysis.compare import earlier_runs, per_request, per_trial
-from specperf.analysis.stats import (
-    between_run_spread,
+from specperf.analysis.sample_size import cv as robust_cv
+from specperf.analysis.sample_size import (
     detectable_shift,
     pooled_cv,
     required_trials,
     simulated_power,
     trials_for_shift,
 )
-from specperf.analysis.stats import cv as robust_cv
+from specperf.analysis.samples import earlier_runs, per_request, per_trial
+from specperf.analysis.stats import between_run_spread
 from specperf.config.rules import CompareRules
 from specperf.schemas import Baseline, CaseResult, RunResult
 

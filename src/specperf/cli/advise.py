@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specperf.analysis.advice import DEFAULT_ACCEPTANCE_TOLERANCE, DEFAULT_TOLERANCE, advise
+from specperf.analysis.advice import advise
 from specperf.analysis.compare import as_run
+from specperf.analysis.overhead_regression import DEFAULT_ACCEPTANCE_TOLERANCE, DEFAULT_TOLERANCE
 from specperf.cli import options
 from specperf.report.advice import advice_console
 

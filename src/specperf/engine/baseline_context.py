@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specperf.analysis.samples import earlier_runs, kept_runs
 from specperf.config.profile import Profile
 from specperf.schemas import Baseline, Case, CaseResult, Provenance, RunResult
 from specperf.store import baselines as baseline_store
@@ -69,8 +70,6 @@ class BaselineContext:
         ctx.baseline = base
         ctx.history = baseline_store.load_history(path)
         # The ones the comparison may pool (it also matches each case's server config).
-        from specperf.analysis.compare import kept_runs  # scipy: only runs with a baseline
-
         kept = len(kept_runs(base, ctx.history))
         ctx.note = (
             f"baseline {path} (vLLM {bp.vllm_version}, {bp.date:%Y-%m-%d}, "
@@ -87,8 +86,6 @@ class BaselineContext:
 
     def earlier(self, base: CaseResult) -> list[CaseResult]:
         """The kept earlier runs of a baseline case the comparison pools with it."""
-        from specperf.analysis.compare import earlier_runs  # scipy: only runs that compare
-
         assert self.baseline is not None
         return earlier_runs(base, self.baseline, self.history)
 

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 from specperf.config.profile import Profile, ShareGPTWorkload, SyntheticWorkload
+from specperf.engine.tiny import synthetic_text
 
 
 class DatasetError(ValueError):
@@ -19,8 +20,6 @@ class DatasetError(ValueError):
 
 
 def synthetic_prompts(workload: SyntheticWorkload) -> list[str]:
-    from specperf.engine.tiny import synthetic_text
-
     return [
         synthetic_text(workload.seed * 100_003 + i, workload.input_words)
         for i in range(workload.num_prompts)

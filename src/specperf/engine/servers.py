@@ -22,6 +22,7 @@ from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.preflight import preflight_spec
 from specperf.engine.proxy import DelayProxy
 from specperf.engine.server import ServerError, VllmServer, build_argv, free_port, run_env
+from specperf.engine.tiny import materialise
 from specperf.schemas import Case, ServerRecord
 
 __all__ = ["FaultInjection", "ServerPool"]
@@ -151,9 +152,6 @@ class ServerPool:
         if not ref.startswith(TINY_PREFIX):
             return ref
         if self._tiny_paths is None:
-            # Here: generating models needs torch, which only a run with tiny models loads.
-            from specperf.engine.tiny import materialise
-
             assert self.profile.tiny is not None
             t0 = time.monotonic()
             self._tiny_paths = materialise(self.profile.tiny, self.models_cache)

@@ -46,6 +46,10 @@ text); the tolerances (:class:`Tolerances`) cover the noise between interleaved 
 small shared machine. ``median_chunks_per_request`` shows empty-text events when vLLM's
 count (every ``choices`` event) exceeds ours (text-bearing events only).
 
+It is one module past 600 lines because it is one experiment, read top to bottom: the
+definitions above, the pure parts (orders, files, figures), running both clients, and the
+command that prints the result; nothing else imports its parts.
+
     python -m specperf.lab.agreement --profile tests/profiles/cpu-ci.toml --config nospec \\
         --concurrency 1 --requests 20 [--rounds 2] [--json PATH]
     python -m specperf.lab.agreement --profile P --base-url http://127.0.0.1:8000 --model M
@@ -68,9 +72,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specperf.analysis.aggregate import summarise
-from specperf.config.profile import Sampling, load_profile
+from specperf.config.profile import ProfileError, Sampling, load_profile
 from specperf.engine.datasets import load_prompts
-from specperf.engine.server import log_tail
+from specperf.engine.load import run_load
+from specperf.engine.server import ServerError, log_tail, run_env
 from specperf.engine.servers import ServerPool
 from specperf.schemas import RequestSample, utcnow
 
@@ -478,9 +483,6 @@ def measure_agreement(
 
     ``prime``: one unmeasured pass of the run's prompts first, so that with prefix
     caching on every measured run (of either client) finds them cached alike."""
-    from specperf.engine.load import run_load
-    from specperf.engine.server import run_env
-
     work_dir = work_dir.resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
     started = utcnow()
@@ -602,9 +604,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if (args.base_url is None) != (args.model is None):
         p.error("--base-url and --model go together")
-
-    from specperf.config.profile import ProfileError
-    from specperf.engine.server import ServerError
 
     rootdir = Path.cwd()
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -30,6 +30,10 @@ Exit code: the comparison's (0 no regression, 1 the candidate regresses, 2 refus
 1 as well when the candidate failed to measure a case the current measured (a server
 that no longer starts is the worst regression); 2 when the current itself did not
 measure a case (nothing to judge the candidate against), 130 when interrupted.
+
+It is one module past 600 lines because it is one command, read in the order it runs:
+arguments, selection, plan, pooling, processes, the A/B and its exit code; nothing else
+imports its parts.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ from specperf.config import settings
 from specperf.config.profile import Profile, ServerConfig, load_profile
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
+from specperf.store.files import atomic_write_text
+from specperf.store.provenance import gpu_present
 
 Side = Literal["A", "B"]
 SIDE_NAME: dict[Side, str] = {"A": "current", "B": "candidate"}
@@ -131,8 +137,6 @@ def profile_name(pytest_args: Sequence[str]) -> str:
     name = pop_option(list(pytest_args), ["--perf-profile"]) or settings.current().profile
     if name:
         return name
-    from specperf.store.provenance import gpu_present
-
     return DEFAULT_GPU_PROFILE if gpu_present() else DEFAULT_CPU_PROFILE
 
 
@@ -433,7 +437,7 @@ class Outcome:
 def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Profile,
           out: Path, failures: dict[str, str]) -> Outcome:
     """Pool each side, compare candidate against current, and settle the exit code."""
-    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.compare import compare_runs  # scipy: only a finished A/B compares
 
     if not runs["A"] or not runs["B"]:
         missing = [SIDE_NAME[s] for s in ("A", "B") if not runs[s]]  # type: ignore[index]
@@ -486,9 +490,9 @@ def acceptance_lines(run: RunResult) -> list[str]:
 
 def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
            say: Callable[[str], None] = print) -> int:
+    # scipy (the renderers import compare): loaded only when an A/B runs
     from specperf.report.console import render_comparison
     from specperf.report.markdown import render_markdown
-    from specperf.store.files import atomic_write_text
 
     t0 = time.monotonic()
     cwd = Path(args.rootdir).resolve()

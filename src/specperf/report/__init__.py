@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specperf.report.advice import advice_console, advice_markdown
+from specperf.store.files import atomic_write_text
 
 if TYPE_CHECKING:
     from specperf.analysis.compare import RunComparison
@@ -79,8 +80,8 @@ def write_all(
     renderer that fails is reported as a warning and the others are still written, so one
     bad chart never costs the run its report.
     """
+    # scipy (console, markdown and html import compare): `import specperf.report` stays cheap
     from specperf.report import console, html, markdown, plots
-    from specperf.store.files import atomic_write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -103,7 +104,7 @@ def write_all(
     step("run file", write_run)
 
     if comparison is None and baseline is not None:
-        from specperf.analysis.compare import compare_runs
+        from specperf.analysis.compare import compare_runs  # scipy, as above
 
         label = baseline_label or run.baseline_path
         comparison = step("comparison", lambda: compare_runs(
@@ -119,7 +120,7 @@ def write_all(
 
     advice = None
     if any(c.method for c in run.cases):
-        from specperf.analysis.advice import advise
+        from specperf.analysis.advice import advise  # scipy, as above
 
         advice = step("advice", lambda: advise(
             run, baseline, baseline_name=baseline_label or run.baseline_path))

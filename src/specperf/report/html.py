@@ -21,7 +21,9 @@ from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.report.console import delta_text, fmt_value, spread_text
+from specperf.report.plots import write_plots
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
+from specperf.store.files import atomic_write_text
 
 __all__ = ["PLOT_TITLES", "render_html", "write_html"]
 
@@ -329,8 +331,6 @@ def render_html(run: RunResult, comparison: RunComparison | None = None,
     ``make_plots`` is true the charts are drawn here (``baseline``, a RunResult or
     Baseline, adds the overlays)."""
     if plots is None and make_plots:
-        from specperf.report.plots import write_plots
-
         with tempfile.TemporaryDirectory(prefix="specperf-plots-") as tmp:
             paths = write_plots(run, tmp, baseline)  # type: ignore[arg-type]
             loaded: dict[str, Path | bytes] = {k: p.read_bytes() for k, p in paths.items()}
@@ -386,8 +386,6 @@ def render_html(run: RunResult, comparison: RunComparison | None = None,
 
 def write_html(path: Path | str, run: RunResult, comparison: RunComparison | None = None,
                plots: Mapping[str, Path | bytes] | None = None, **kwargs: object) -> Path:
-    from specperf.store.files import atomic_write_text
-
     path = Path(path)
     atomic_write_text(path, render_html(run, comparison, plots, **kwargs))  # type: ignore[arg-type]
     return path

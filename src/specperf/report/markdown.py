@@ -17,10 +17,12 @@ from typing import TypeVar
 
 from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.power import repeats_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.config import settings
 from specperf.report.console import delta_text, fmt_value, provenance_line, spread_text
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
+from specperf.store.files import atomic_write_text
 
 __all__ = [
     "MAX_BYTES",
@@ -254,8 +256,6 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         else:
             table = _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)
         out.append(_details(f"Measurements ({len(run.cases)} cases)", table))
-        from specperf.analysis.power import repeats_line
-
         line = repeats_line(run)
         if line:
             out.append(f"_{md_escape(line)}_\n")
@@ -322,8 +322,6 @@ def render_markdown(run: RunResult, comparison: RunComparison | None = None, *,
 
 def write_markdown(path: Path | str, run: RunResult, comparison: RunComparison | None = None,
                    **kwargs: object) -> Path:
-    from specperf.store.files import atomic_write_text
-
     path = Path(path)
     atomic_write_text(path, render_markdown(run, comparison, **kwargs))  # type: ignore[arg-type]
     return path

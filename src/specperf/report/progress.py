@@ -43,6 +43,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Ta
 from rich.table import Column
 from rich.text import Text
 
+from specperf.config import settings
 from specperf.schemas import Case
 
 __all__ = [
@@ -385,7 +386,11 @@ def choose_progress(mode: str, stream: TextIO | None, environ: Mapping[str, str]
         raise ValueError(f"--perf-progress {mode!r}: expected one of {', '.join(MODES)}")
     if mode != "auto":
         return mode  # type: ignore[return-value]
-    env = os.environ if environ is None else environ
+    if environ is None:  # the environment as specperf.config.settings reads it
+        env = settings.current()
+        no_color, term = env.no_color, env.term
+    else:  # an explicit mapping (tests)
+        no_color, term = bool(environ.get("NO_COLOR")), environ.get("TERM")
     isatty = getattr(stream, "isatty", None)
     tty = False
     if isatty is not None:
@@ -393,7 +398,7 @@ def choose_progress(mode: str, stream: TextIO | None, environ: Mapping[str, str]
             tty = bool(isatty())
         except (OSError, ValueError):  # a closed or detached stream
             tty = False
-    if not (terminal and tty) or env.get("NO_COLOR") or env.get("TERM") == "dumb":
+    if not (terminal and tty) or no_color or term == "dumb":
         return "plain"
     return "rich"
 

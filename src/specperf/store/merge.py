@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.schemas import Case, CompareRules, RunResult, ServerRecord
+from specperf.store.files import BaselineError, read_model
 
 
 class MergeError(ValueError):
@@ -127,8 +128,6 @@ def merge_runs(runs: list[RunResult], names: Sequence[str] | None = None) -> Run
 
 
 def read_run(path: Path) -> RunResult:
-    from specperf.store.files import BaselineError, read_model
-
     try:
         run = read_model(path, RunResult, "run")
     except BaselineError as exc:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from specperf.analysis import costmodel as cm
-from specperf.analysis.advice import RunAdvice, advise, overhead_findings
+from specperf.analysis.advice import RunAdvice, advise
+from specperf.analysis.overhead_regression import overhead_findings
 from specperf.schemas import (
     Acceptance,
     Baseline,

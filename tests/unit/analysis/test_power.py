@@ -12,7 +12,7 @@ import pytest
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.power import power_lines, power_report, repeats_line
-from specperf.analysis.stats import min_detectable_effect, required_trials
+from specperf.analysis.sample_size import min_detectable_effect, required_trials
 from specperf.cli import main as cli_main
 from specperf.config.profile import ServerConfig
 from specperf.schemas import Baseline, Case, RequestSample

@@ -11,6 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from specperf.analysis.sample_size import (
+    cv,
+    detectable_shift,
+    min_detectable_effect,
+    pooled_cv,
+    required_trials,
+    simulated_power,
+    trials_for_shift,
+)
 from specperf.analysis.stats import (
     Comparison,
     Direction,
@@ -19,14 +28,7 @@ from specperf.analysis.stats import (
     between_run_spread,
     compare_rate,
     compare_samples,
-    cv,
-    detectable_shift,
-    min_detectable_effect,
-    pooled_cv,
     ratio_ci,
-    required_trials,
-    simulated_power,
-    trials_for_shift,
     widen_ci,
 )
 

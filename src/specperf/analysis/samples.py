@@ -1,0 +1,86 @@
+"""The samples a comparison reads (pure, no I/O): a case's values per trial or per request,
+and the same case in the kept runs that join the baseline.
+
+:func:`per_trial` (one value per trial) and :func:`per_request` (pooled requests) are what
+:mod:`specperf.analysis.compare`, :mod:`specperf.analysis.power` and the advice compare
+on; :func:`kept_runs` and :func:`earlier_runs` choose the baseline's history that widens
+the interval (docs/statistics.md). None of it needs scipy, so the engine reads the kept
+runs without loading it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from specperf.schemas import Baseline, CaseResult, Provenance, RequestSample, RunResult, Trial
+
+__all__ = ["earlier_runs", "kept_runs", "per_request", "per_trial"]
+
+
+def _latency_ms(s: RequestSample, key: str) -> float | None:
+    if not s.ok:
+        return None
+    if key == "ttft":
+        v = s.ttft_s
+    elif key == "e2e":
+        v = s.e2e_s
+    else:
+        v = s.tpot_s
+    return None if v is None else v * 1000.0
+
+
+def _trial_values(trial: Trial, key: str) -> list[float]:
+    return [v for s in trial.samples if (v := _latency_ms(s, key)) is not None]
+
+
+def per_trial(case: CaseResult, key: str) -> list[float]:
+    """One value per trial: the trial's median latency (NaN for a trial with none), or its
+    output throughput."""
+    if key == "output_throughput":
+        return [t.output_throughput for t in case.trials]
+    out = []
+    for t in case.trials:
+        v = _trial_values(t, key)
+        out.append(float(np.median(v)) if v else math.nan)
+    return out
+
+
+def per_request(case: CaseResult, key: str) -> list[float]:
+    return [v for t in case.trials for v in _trial_values(t, key)]
+
+
+def kept_runs(baseline: RunResult | Baseline,
+              history: Sequence[RunResult | Baseline]) -> list[RunResult | Baseline]:
+    """The kept runs that may join the baseline: same hardware id, profile hash and vLLM
+    version, not the baseline itself; newest first. (A run kept before an accepted upgrade
+    measured another engine: pooling it would count the upgrade's shift as restart
+    noise.)"""
+    bp = baseline.provenance
+    same = (bp.hardware_id, bp.profile_hash, bp.vllm_version)
+    return [kept for kept in sorted(history, key=lambda h: h.provenance.date, reverse=True)
+            if kept.provenance != bp
+            and (kept.provenance.hardware_id, kept.provenance.profile_hash,
+                 kept.provenance.vllm_version) == same
+            and _same_prompts(kept.provenance, bp)]
+
+
+def _same_prompts(a: Provenance, b: Provenance) -> bool:
+    """Unknown (a run file from before prompts were hashed) matches anything."""
+    return a.prompts_hash is None or b.prompts_hash is None or a.prompts_hash == b.prompts_hash
+
+
+def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
+                 history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
+    """The case in the :func:`kept_runs` whose server config is the baseline case's;
+    newest first."""
+    out = []
+    for kept in kept_runs(baseline, history):
+        case = next((c for c in kept.cases if c.case == base.case), None)
+        if (case is None or case.config_hash != base.config_hash or case.method != base.method
+                or case.num_speculative_tokens != base.num_speculative_tokens):
+            continue
+        out.append(case)
+    return out

@@ -26,7 +26,7 @@ import pytest
 from pydantic import ValidationError
 
 from specperf.config import settings
-from specperf.config.profile import ProfileError
+from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
@@ -72,7 +72,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perf-dataset", default=None, help="ShareGPT JSON path (overrides the profile)")
     g.addoption("--perf-max-outside-cores", type=float, default=None, metavar="X",
                 help="contention guard: measure a trial again when other processes used more "
-                     "than X cores meanwhile (profile: load.max_outside_cores, default 0.25; "
+                     "than X cores meanwhile (profile: load.max_outside_cores, default "
+                     f"{Load.model_fields['max_outside_cores'].default:g}; "
                      "0 or negative turns the guard off)")
     g.addoption("--perf-shard", default=None, metavar="I/N",
                 help="run shard I of N (1-based): server configs are split round-robin, never "

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from specperf.config.rules import CompareRules
+from specperf.config.rules import DEFAULT_BUDGETS, CompareRules
 from specperf.config.tiny_models import TinyModelsSpec
 
 if sys.version_info >= (3, 11):
@@ -135,9 +135,11 @@ class BudgetGate(_Strict):
     """At high concurrency, TTFT and output throughput against the stored baseline."""
 
     min_concurrency: int = Field(1, ge=1, description="the gate applies at concurrencies ≥ this")
-    ttft_tolerance: float = Field(0.25, ge=0.0, description="median TTFT ≤ baseline × (1 + this)")
+    ttft_tolerance: float = Field(DEFAULT_BUDGETS["ttft"], ge=0.0,
+                                  description="median TTFT ≤ baseline × (1 + this)")
     throughput_tolerance: float = Field(
-        0.15, ge=0.0, le=1.0, description="output tok/s ≥ baseline × (1 − this)"
+        DEFAULT_BUDGETS["output_throughput"], ge=0.0, le=1.0,
+        description="output tok/s ≥ baseline × (1 − this)"
     )
 
 

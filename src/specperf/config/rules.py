@@ -71,8 +71,9 @@ def default_metric_rules() -> dict[MetricKey, MetricRule]:
     }
 
 
-#: The budget gate's defaults (profile.BudgetGate: TTFT +25 %, throughput -15 %), wide
-#: enough for the run-to-run noise of a CPU runner (measured: docs/validation.md).
+#: Relative budgets: the no-interval rule's, and the defaults of the budget gate
+#: (profile.BudgetGate's TTFT and throughput tolerances), wide enough for the run-to-run
+#: noise of a CPU runner (measured: docs/validation.md).
 DEFAULT_BUDGETS: dict[MetricKey, float] = {
     "ttft": 0.25, "tpot": 0.15, "e2e": 0.15, "output_throughput": 0.15,
 }

@@ -13,7 +13,7 @@ the PerfRun itself (``perf.assert_gate(kind, case)``).
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import signal
 import sys
 import threading
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from specperf.config import settings
+from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap
 from specperf.config.profile import Load, ProfileError
-from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
+from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
@@ -48,7 +48,8 @@ from specperf.store.baselines import write_baseline
 from specperf.store.files import BaselineError, atomic_write_text
 from specperf.store.provenance import gpu_present
 
-__all__ = ["PerfRun", "benchmark_extra_info", "engine_errors", "shard_configs"]
+__all__ = ["PerfRun", "benchmark_extra_info", "engine_errors", "no_cases_reason",
+           "shard_configs"]
 
 _KEY = pytest.StashKey["PerfRun"]()
 _LAST_USE = pytest.StashKey[dict[str, int]]()
@@ -68,9 +69,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="write this run as the baseline for this profile and hardware")
     g.addoption("--perf-force", action="store_true",
                 help="with --perf-update-baselines: accept a run that has failures")
-    g.addoption("--perf-repeats", type=int, default=None, help="trials per case (profile: repeats)")
+    g.addoption("--perf-repeats", type=parse_repeats, default=None, metavar="N",
+                help="trials per case (profile: repeats)")
     g.addoption("--perf-dataset", default=None, help="ShareGPT JSON path (overrides the profile)")
-    g.addoption("--perf-max-outside-cores", type=float, default=None, metavar="X",
+    g.addoption("--perf-max-outside-cores", type=parse_cores, default=None, metavar="X",
                 help="contention guard: measure a trial again when other processes used more "
                      "than X cores meanwhile (profile: load.max_outside_cores, default "
                      f"{Load.model_fields['max_outside_cores'].default:g}; "
@@ -87,24 +89,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "case; `auto` (default): rich on an interactive terminal, plain in CI "
                      "logs, pipes, with NO_COLOR or TERM=dumb")
     g.addoption("--perf-retry-inconclusive", nargs="?", const=0, default=None,
-                type=_retry_cap, metavar="CAP",
+                type=parse_retry_cap, metavar="CAP",
                 help="compare each case with the baseline while its server is up, and give a "
                      f"case with an INCONCLUSIVE metric {RETRY_BATCH} more trials at a time "
                      "until decided or at CAP trials (default "
                      f"{RETRY_CAP_FACTOR} × repeats); write --perf-retry-inconclusive=CAP")
-
-
-def _retry_cap(text: str) -> int:
-    try:
-        cap = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of trials, got {text!r}: write --perf-retry-inconclusive=CAP, "
-            "or put the bare option after the test paths") from None
-    if cap < 2:
-        raise argparse.ArgumentTypeError(f"the cap is the most trials per case, at least 2, "
-                                         f"not {cap}")
-    return cap
 
 
 def perf_run(config: pytest.Config) -> PerfRun:
@@ -200,12 +189,6 @@ class _ProgressOff:
         self.progress.close()
 
 
-def _signal_to_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-
-
 @contextmanager
 def engine_errors(case: Case | None = None, *, exit_on_usage: bool = False) -> Iterator[None]:
     """The one place where engine errors become pytest outcomes.
@@ -244,7 +227,7 @@ def perf_options(config: pytest.Config) -> PerfOptions:
     the defaults."""
     try:
         env = settings.current()
-    except ValidationError as exc:  # a malformed variable: the message names it
+    except SettingsError as exc:  # a malformed variable: the message names it
         raise SessionError(str(exc)) from None
     rootdir = Path(str(config.rootpath))
     profile = config.getoption("--perf-profile") or env.profile or (
@@ -331,7 +314,30 @@ class PerfRun:
         args = [Path(a.split("::", 1)[0]).resolve() for a in session.config.args]
         if any(a == perf_dir or perf_dir in a.parents for a in args):
             with engine_errors():
-                _ = self.session.profile
+                self.validate(session.config)
+
+    def validate(self, config: pytest.Config) -> None:
+        """The profile, the options against it and — where vLLM is installed and the run
+        will measure — its speculative configs against vLLM's own; raises ProfileError or
+        SessionError naming the file or option."""
+        ps = self.session
+        from_env = (config.getoption("--perf-profile") is None
+                    and ps.options.profile == settings.current().profile)
+        try:
+            profile = ps.profile
+        except ProfileError as exc:
+            if from_env:
+                raise ProfileError(f"environment variable SPECPERF_PROFILE={ps.options.profile!r}:"
+                                   f" {exc} — or unset it for the default profile") from None
+            raise
+        ps.check_options()
+        # Importing vLLM's config takes seconds (torch); `--co`, which lists the matrix
+        # (golden files, CI's shard planning), keeps the pure checks only.
+        if config.getoption("collectonly") or importlib.util.find_spec("vllm") is None:
+            return
+        from specperf.engine.spec_validation import check_profile_specs
+
+        check_profile_specs(profile)
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         if "perf_case" not in metafunc.fixturenames:
@@ -342,8 +348,17 @@ class PerfRun:
                 f"{metafunc.definition.nodeid}: a test using `perf_case` needs "
                 f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS}"
             )
+        kind = marker.args[0]
         with engine_errors(exit_on_usage=True):
-            cases = self.session.cases_for(marker.args[0])
+            cases = self.session.cases_for(kind)
+        if not cases:
+            # A valid profile with no case of this kind (no [gates.budgets], concurrencies
+            # below its min_concurrency, ...): one item, skipped with the reason — as pytest
+            # does for an empty parameter set, but saying why, and with no case to measure.
+            reason = no_cases_reason(self.session.profile.name, kind)
+            metafunc.parametrize("perf_case", [pytest.param(None, id="no-cases",
+                                                            marks=pytest.mark.skip(reason=reason))])
+            return
         metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
 
     def order_items(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -434,7 +449,12 @@ class PerfRun:
         # warning; the run's verdict does not depend on it.
         write_all(run, ps.options.run_dir, ctx.baseline, comparison=comparison, strict=False)
         if ps.options.json_path is not None:
-            atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
+            try:
+                atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
+            except OSError as exc:  # disk full, read-only: one line, not an INTERNALERROR
+                ps.say("specperf: could not write the run file: "
+                       f"{_os_error(exc, ps.options.json_path)}")
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self.run = (run, comparison)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if ps.options.update_baselines and ps.options.fault is not None:
@@ -452,7 +472,19 @@ class PerfRun:
                 ps.say("specperf: nothing was measured — baseline NOT updated")
             else:
                 new = ps.updated_baseline(run)
-                write_baseline(ctx.path, new)
+                try:
+                    write_baseline(ctx.path, new)
+                except OSError as exc:  # every write is atomic: the old baseline is whole
+                    ps.say(f"specperf: baseline NOT updated: {_os_error(exc, ctx.path)} ({ctx.path} is "
+                           "unchanged)")
+                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+                    return
+                except KeyboardInterrupt:
+                    ps.say(f"specperf: interrupted while writing the baseline — {ctx.path} is "
+                           "unchanged or wholly the new one, never half-written; this run is "
+                           f"kept in {ctx.path.parent / 'history'}")
+                    session.exitstatus = pytest.ExitCode.INTERRUPTED
+                    return
                 ps.say(f"specperf: baseline written: {ctx.path} ({len(new.cases)} cases; "
                        f"previous kept in {ctx.path.parent / 'history'})")
 
@@ -483,9 +515,33 @@ class PerfRun:
                                     "report.md, plots/)")
 
 
+def _os_error(exc: OSError, path: Path) -> str:
+    """A failed write of ``path`` as one line: the file and the system's reason."""
+    return f"{exc.filename or path}: {exc.strerror or exc}"
+
+
+#: Why a kind can have no case, and what would give it some.
+_NO_CASES = {
+    "requests": "the profile has no server config or concurrency",
+    "acceptance": "no speculative server config has an acceptance gate — add [gates.acceptance] "
+                  "(or gates.acceptance on a server config) to check acceptance",
+    "tpot_gain": "no speculative server config has a tpot_gain gate at any of the profile's "
+                 "concurrencies (≤ its max_concurrency) — add [gates.tpot_gain] or raise its "
+                 "max_concurrency to check the TPOT gain",
+    "ttft_budget": "no server config has a budgets gate at any of the profile's concurrencies "
+                   "(≥ its min_concurrency) — add [gates.budgets] or lower its min_concurrency "
+                   "to check TTFT against the baseline",
+}
+_NO_CASES["throughput_budget"] = _NO_CASES["ttft_budget"].replace("TTFT", "throughput")
+
+
+def no_cases_reason(profile: str, kind: str) -> str:
+    return f"profile {profile!r} has no {kind} cases: {_NO_CASES.get(kind, 'none selected')}"
+
+
 def _item_case(item: pytest.Item) -> tuple[str, Case] | None:
     callspec = getattr(item, "callspec", None)
-    if callspec is None or "perf_case" not in callspec.params:
+    if callspec is None or not isinstance(callspec.params.get("perf_case"), Case):
         return None
     marker = item.get_closest_marker("perf_cases")
     if marker is None:

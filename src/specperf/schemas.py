@@ -8,14 +8,16 @@ file written on a GPU box can be reviewed on a laptop without vLLM.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
+    model_validator,
 )
 
 from specperf.config.rules import (  # noqa: F401 - re-exported: the run file records them
@@ -30,10 +32,24 @@ from specperf.config.rules import (  # noqa: F401 - re-exported: the run file re
 
 #: Bumped when a stored file (run or baseline) changes shape incompatibly.
 SCHEMA_VERSION = 1
+#: The oldest schema this specperf reads (there is no older one yet: 1 is the first; when
+#: SCHEMA_VERSION is bumped, a migration from the previous one goes in
+#: specperf.store.files and this stays, or the command that converts it is named there).
+MIN_SCHEMA_VERSION = 1
+
+#: Bounds every stored number obeys: a file that breaks them was hand-edited or corrupted,
+#: and would otherwise drive a verdict (a NaN median compares as "unchanged", a negative
+#: count makes a rate above 1). Non-finite floats are refused model-wide (allow_inf_nan).
+NonNegative = Annotated[float, Field(ge=0)]
+Count = Annotated[int, Field(ge=0)]
+#: Rates compared with each other; tolerance for the float sums they are made of.
+_RATE_SLACK = 1e-9
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan=False: Python's json reads `NaN`, `Infinity` and 1e999; none of them is
+    # a measurement.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def utcnow() -> datetime:
@@ -55,10 +71,10 @@ def _without_unset(model: BaseModel, handler: SerializerFunctionWrapHandler,
 class Case(_Model):
     """One (server config × concurrency) cell of the matrix."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
-    config_id: str
-    concurrency: int
+    config_id: str = Field(min_length=1)
+    concurrency: int = Field(ge=1)
 
     @property
     def id(self) -> str:
@@ -75,12 +91,12 @@ class RequestSample(_Model):
     """One streamed request. Times in seconds, relative to the start of its trial."""
 
     ok: bool
-    start_s: float
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    output_tokens: int = 0
-    prompt_tokens: int = 0
-    chunks: int = 0
+    start_s: NonNegative
+    ttft_s: NonNegative | None = None
+    e2e_s: NonNegative | None = None
+    output_tokens: Count = 0
+    prompt_tokens: Count = 0
+    chunks: Count = 0
     error: str | None = None
 
     @property
@@ -93,10 +109,10 @@ class RequestSample(_Model):
 
 
 class LoadResult(_Model):
-    concurrency: int
+    concurrency: int = Field(ge=1)
     samples: list[RequestSample]
-    duration_s: float
-    warmup_requests: int = 0
+    duration_s: NonNegative
+    warmup_requests: Count = 0
 
 
 # --- scrape -------------------------------------------------------------------
@@ -106,19 +122,36 @@ class SpecDecodeCounters(_Model):
     """Cumulative vllm:spec_decode_* counters at one instant (summed over engines)."""
 
     present: bool = False
-    num_drafts: float = 0.0
-    num_draft_tokens: float = 0.0
-    num_accepted_tokens: float = 0.0
-    accepted_per_position: dict[int, float] = Field(default_factory=dict)
+    num_drafts: NonNegative = 0.0
+    num_draft_tokens: NonNegative = 0.0
+    num_accepted_tokens: NonNegative = 0.0
+    accepted_per_position: dict[Count, NonNegative] = Field(default_factory=dict)
 
 
 class Acceptance(_Model):
     """Spec-decode figures over one case: deltas of the counters before and after it."""
 
-    drafts: float
-    draft_tokens: float
-    accepted_tokens: float
-    accepted_per_position: list[float]
+    drafts: NonNegative
+    draft_tokens: NonNegative
+    accepted_tokens: NonNegative
+    accepted_per_position: list[NonNegative]
+
+    @model_validator(mode="after")
+    def _rates_within_one(self) -> Acceptance:
+        # The acceptance rate (accepted / drafted) and each position's rate (accepted at
+        # position i / drafts) are fractions: above 1, a file is corrupt, not fast.
+        if self.accepted_tokens > self.draft_tokens * (1 + _RATE_SLACK):
+            raise ValueError(
+                f"accepted_tokens {self.accepted_tokens:g} exceeds draft_tokens "
+                f"{self.draft_tokens:g}: the acceptance rate would be "
+                f"{self.accepted_tokens / self.draft_tokens if self.draft_tokens else float('inf'):.3g}"
+                ", above 1")
+        for i, a in enumerate(self.accepted_per_position):
+            if a > self.drafts * (1 + _RATE_SLACK):
+                raise ValueError(
+                    f"accepted_per_position[{i}] {a:g} exceeds drafts {self.drafts:g}: that "
+                    "position's acceptance rate would be above 1")
+        return self
 
     @property
     def rate(self) -> float | None:
@@ -139,39 +172,41 @@ class Acceptance(_Model):
 
 
 class Summary(_Model):
-    n: int
-    mean: float | None = None
-    median: float | None = None
-    p99: float | None = None
-    min: float | None = None
-    max: float | None = None
-    stdev: float | None = None
+    """Of a latency (ms): none of its figures is negative."""
+
+    n: Count
+    mean: NonNegative | None = None
+    median: NonNegative | None = None
+    p99: NonNegative | None = None
+    min: NonNegative | None = None
+    max: NonNegative | None = None
+    stdev: NonNegative | None = None
 
 
 class Trial(_Model):
     """One pass of a case's load, with the counter deltas measured around it."""
 
-    index: int
+    index: Count
     started_at: datetime
-    duration_s: float
+    duration_s: NonNegative
     samples: list[RequestSample]
-    output_tokens: int
-    output_throughput: float = Field(description="output tokens / s over the trial")
-    request_throughput: float
+    output_tokens: Count
+    output_throughput: NonNegative = Field(description="output tokens / s over the trial")
+    request_throughput: NonNegative
     acceptance: Acceptance | None = None
     # The contention guard (specperf.engine.contention). Optional and additive: run files
     # written before it load unchanged, with the load unknown.
-    outside_cores: float | None = Field(
+    outside_cores: NonNegative | None = Field(
         None, description="cores' worth of other processes (not the servers, not the suite) "
                           "that ran during the trial; None = unknown")
-    remeasured_outside_cores: list[float] = Field(
+    remeasured_outside_cores: list[NonNegative] = Field(
         default_factory=list,
         description="outside load of the attempts this trial replaced (measured again because "
                     "it exceeded load.max_outside_cores)")
     contended: bool = Field(
         False, description="still above load.max_outside_cores after load.contended_retries "
                            "re-measurements; kept, and flagged in reports and compare")
-    server_start: int | None = Field(
+    server_start: Count | None = Field(
         None, description="which start of its server measured it when the case was measured "
                           "on more than one (fresh-server confirmation): 0 the first, 1 the "
                           "fresh one; None = the only one")
@@ -185,11 +220,11 @@ class InconclusiveRetry(_Model):
     """What ``--perf-retry-inconclusive`` did to one case: extra trials, while its server
     was still up, because a metric compared INCONCLUSIVE against the baseline."""
 
-    initial_trials: int = Field(description="trials before the retries (the profile's repeats)")
-    trials: int = Field(description="trials after the retries (also len(trials))")
-    cap: int = Field(description="the most trials the case could get")
-    batch: int = Field(description="trials added per round")
-    rounds: int = Field(0, description="rounds of extra trials run")
+    initial_trials: Count = Field(description="trials before the retries (the profile's repeats)")
+    trials: Count = Field(description="trials after the retries (also len(trials))")
+    cap: Count = Field(description="the most trials the case could get")
+    batch: Count = Field(description="trials added per round")
+    rounds: Count = Field(0, description="rounds of extra trials run")
     triggered_by: list[str] = Field(description="metrics INCONCLUSIVE after the planned trials")
     outcome: dict[str, str] = Field(
         default_factory=dict,
@@ -218,8 +253,8 @@ class FreshServerConfirmation(_Model):
     starts together, with the spread between them in the interval."""
 
     triggered_by: list[str] = Field(description="metrics flagged after the first server start")
-    first_trials: int = Field(description="trials on the first server start")
-    trials: int = Field(description="trials on both (also len(trials))")
+    first_trials: Count = Field(description="trials on the first server start")
+    trials: Count = Field(description="trials on both (also len(trials))")
     outcome: dict[str, str] = Field(
         default_factory=dict, description="per triggering metric: its verdict on both starts")
     note: str | None = Field(None, description="why it could not be done, if it could not")
@@ -248,17 +283,17 @@ class CaseResult(_Model):
     config_label: str
     method: str | None = Field(None, description="speculative method, None for no-spec")
     draft_model: str | None = None
-    num_speculative_tokens: int | None = None
+    num_speculative_tokens: int | None = Field(None, ge=1)
     vllm_version: str | None = None
     trials: list[Trial]
-    n_requests: int
-    n_errors: int
+    n_requests: Count
+    n_errors: Count
     errors: list[str] = Field(default_factory=list, description="distinct error messages")
     ttft_ms: Summary
     tpot_ms: Summary
     e2e_ms: Summary
-    output_throughput: float = Field(description="tok/s, mean over trials")
-    request_throughput: float
+    output_throughput: NonNegative = Field(description="tok/s, mean over trials")
+    request_throughput: NonNegative
     acceptance: Acceptance | None = Field(None, description="summed over trials")
     retry: InconclusiveRetry | None = Field(
         None, description="set when --perf-retry-inconclusive added trials to this case"
@@ -270,6 +305,13 @@ class CaseResult(_Model):
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_unset(self, handler, ("retry", "confirmation"))
+
+    @model_validator(mode="after")
+    def _errors_within_requests(self) -> CaseResult:
+        if self.n_errors > self.n_requests:
+            raise ValueError(f"n_errors {self.n_errors} exceeds n_requests {self.n_requests}: "
+                             "the error rate would be above 1")
+        return self
 
     @property
     def error_rate(self) -> float:
@@ -305,6 +347,21 @@ class GateCheck(_Model):
 # --- provenance, baseline, run -------------------------------------------------
 
 
+def _unique_cases(cases: list[CaseResult]) -> list[CaseResult]:
+    """Each (config_id, concurrency) once: with two copies, which one is the result would
+    depend on the reader (``case()`` takes the first, a dict the last)."""
+    seen: dict[Case, int] = {}
+    for i, c in enumerate(cases):
+        if c.case in seen:
+            raise ValueError(
+                f"case {c.case.id} (config_id {c.case.config_id!r}, concurrency "
+                f"{c.case.concurrency}) is listed twice, at cases.{seen[c.case]} and cases.{i}; "
+                "keep one: a merged or hand-edited file must hold each case once")
+        seen[c.case] = i
+    return cases
+
+
+
 class Provenance(_Model):
     specperf_version: str
     vllm_version: str | None = None
@@ -337,9 +394,9 @@ class Provenance(_Model):
 class ServerRecord(_Model):
     config_id: str
     argv: list[str]
-    port: int | None = None
+    port: int | None = Field(None, ge=0, le=65535)
     log_path: str
-    startup_s: float | None = None
+    startup_s: NonNegative | None = None
     vllm_version: str | None = None
     error: str | None = None
 
@@ -348,7 +405,7 @@ class RunResult(_Model):
     """The one result object every renderer (console, markdown, JSON, plots) views."""
 
     kind: Literal["specperf-run"] = "specperf-run"
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, ge=MIN_SCHEMA_VERSION, le=SCHEMA_VERSION)
     provenance: Provenance
     run_dir: str
     started_at: datetime
@@ -367,8 +424,13 @@ class RunResult(_Model):
                           "with; `specperf compare` applies them (absent: the defaults)",
     )
     retry_inconclusive: int | None = Field(
-        None, description="the per-case trial cap of --perf-retry-inconclusive (None: off)"
+        None, ge=0, description="the per-case trial cap of --perf-retry-inconclusive (None: off)"
     )
+
+    @field_validator("cases")
+    @classmethod
+    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
+        return _unique_cases(cases)
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -384,9 +446,14 @@ class RunResult(_Model):
 
 class Baseline(_Model):
     kind: Literal["specperf-baseline"] = "specperf-baseline"
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, ge=MIN_SCHEMA_VERSION, le=SCHEMA_VERSION)
     provenance: Provenance
     cases: list[CaseResult]
+
+    @field_validator("cases")
+    @classmethod
+    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
+        return _unique_cases(cases)
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -100,3 +102,74 @@ def test_retry_inconclusive_option_forms() -> None:
     )
     assert proc.returncode == 4
     assert "write --perf-retry-inconclusive=CAP" in proc.stderr
+
+
+def _cut(tmp_path: Path, source: Path, *edits: tuple[str, str]) -> Path:
+    text = source.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    out = tmp_path / source.name
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+CPU_TINY = REPO / "perf_tests" / "profiles" / "cpu-tiny.toml"
+A100 = REPO / "perf_tests" / "profiles" / "a100-qwen3-32b.toml"
+_NO_BUDGETS = ("[gates.budgets]\nmin_concurrency = 4\nttft_tolerance = 0.35\n"
+               "throughput_tolerance = 0.25\n", "")
+
+
+def _only_nospec(text_path: Path, tmp_path: Path) -> Path:
+    text = text_path.read_text(encoding="utf-8")
+    out = tmp_path / "only-nospec.toml"
+    out.write_text(text.split("[[server_configs]]\nid = \"draft-k1\"")[0], encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize(("variant", "empty"), [
+    ("no-budgets", {"test_ttft_budget", "test_throughput_budget"}),
+    ("no-acceptance", {"test_acceptance"}),
+    ("only-nospec", {"test_acceptance", "test_tpot_gain"}),
+    ("a100-cut-to-1-2", {"test_ttft_budget", "test_throughput_budget"}),
+])
+def test_a_kind_without_cases_collects_one_skipped_item(tmp_path: Path, variant: str,
+                                                        empty: set[str]) -> None:
+    """Valid profiles where one test kind gets no case used to crash collection
+    (INTERNALERROR 'NotSetType' … config_id); each such test is one `[no-cases]` item."""
+    if variant == "no-budgets":
+        path = _cut(tmp_path, CPU_TINY, _NO_BUDGETS)
+    elif variant == "no-acceptance":
+        path = _cut(tmp_path, CPU_TINY, ("[gates.acceptance]\nbaseline_tolerance = 0.01\n", ""),
+                    *[(f"\ngates.acceptance = {{ {rest}", "\n# ") for rest in (
+                        "min_rate = 0.5, min_per_position = [0.5], baseline_tolerance = 0.01 }",
+                        "min_rate = 0.4, min_per_position = [0.5, 0.27], baseline_tolerance = 0.01 }",
+                        "min_rate = 0.3, min_per_position = [0.5, 0.27, 0.15], "
+                        "baseline_tolerance = 0.01 }",
+                        "min_rate = 1.0, min_per_position = [1.0, 1.0, 1.0], baseline_tolerance = 0.0 }",
+                        "min_rate = 0.3, min_per_position = [0.47], baseline_tolerance = 0.01 }")])
+    elif variant == "only-nospec":
+        path = _only_nospec(CPU_TINY, tmp_path)
+    else:
+        path = _cut(tmp_path, A100, ("concurrencies = [1, 2, 4, 8, 16, 32, 64]",
+                                     "concurrencies = [1, 2]"))
+    before = path.read_bytes()
+    items = collect("--perf-profile", str(path))
+    no_cases = {i.split("::")[1].split("[")[0] for i in items if i.endswith("[no-cases]")}
+    assert no_cases == empty
+    assert any(i.endswith("[nospec-c1]") for i in items)
+    assert path.read_bytes() == before
+
+
+def test_the_no_cases_item_skips_with_the_reason(tmp_path: Path) -> None:
+    path = _cut(tmp_path, A100, ("concurrencies = [1, 2, 4, 8, 16, 32, 64]",
+                                 "concurrencies = [1, 2]"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests", "-q", "-rs", "-p", "no:cacheprovider",
+         "--perf-profile", str(path), "-k", "no-cases", "--perf-run-dir", str(tmp_path / "run")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 skipped" in proc.stdout
+    assert "has no ttft_budget cases" in proc.stdout and "[gates.budgets]" in proc.stdout
+    assert "starting vLLM" not in proc.stdout

@@ -11,7 +11,6 @@ from specperf.analysis.compare import as_run, compare_runs
 from specperf.cli import options
 from specperf.report.console import render_comparison
 from specperf.report.markdown import render_markdown, write_step_summary
-from specperf.store.files import atomic_write_text
 
 PROG = "specperf"
 
@@ -42,6 +41,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     json_out = options.json_out_path(args, f"{PROG} compare")
+    outputs = {"--json-out" if args.json_out else "--json": json_out} if json_out else {}
+    if args.markdown:
+        outputs["--markdown"] = Path(args.markdown)
+    outputs |= options.step_summary_output(args)
+    # Before anything is read or written: `compare RUN BASE --json-out BASE` (arguments
+    # slipped) must not replace the baseline with the comparison.
+    options.check_outputs(outputs, [args.run, args.baseline,
+                                    *options.history_files(args, args.baseline)])
     result = options.load(args.run)
     base = options.load(args.baseline)
     history = options.history(args, args.baseline)
@@ -51,18 +58,20 @@ def run(args: argparse.Namespace) -> int:
         print(cmp.model_dump_json(indent=1))
     else:
         print(render_comparison(cmp, width=args.width, verbose=args.verbose), end="")
-    try:
-        if json_out is not None:
-            atomic_write_text(json_out, cmp.model_dump_json(indent=1) + "\n")
-        if args.markdown or args.step_summary:
-            as_a_run = as_run(result, args.run)
-            if args.markdown:
-                atomic_write_text(Path(args.markdown),
-                                  render_markdown(as_a_run, cmp, verbose=args.verbose))
-            if args.step_summary:
+    if json_out is not None:
+        opt = "--json-out" if args.json_out else "--json"
+        options.write_output(opt, json_out, cmp.model_dump_json(indent=1) + "\n")
+    if args.markdown or args.step_summary:
+        as_a_run = as_run(result, args.run)
+        if args.markdown:
+            options.write_output("--markdown", Path(args.markdown),
+                                 render_markdown(as_a_run, cmp, verbose=args.verbose))
+        if args.step_summary:
+            try:
                 write_step_summary(as_a_run, cmp)
-    except OSError as exc:
-        raise options.BadInput(f"cannot write the comparison: {exc}") from None
+            except OSError as exc:
+                raise options.BadInput(f"$GITHUB_STEP_SUMMARY: cannot append to it: "
+                                       f"{exc.strerror or exc}") from None
     for r in cmp.refusals:
         print(f"specperf: refused: {r}", file=sys.stderr)
     return cmp.exit_code

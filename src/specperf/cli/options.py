@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import re
+import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,14 +26,14 @@ from rich.console import Console
 
 from specperf.config import settings
 from specperf.schemas import Baseline, RunResult
-from specperf.store.baselines import load_history
-from specperf.store.files import BaselineError, load_result
+from specperf.store.baselines import history_dir, load_history
+from specperf.store.files import BaselineError, atomic_write_text, load_result, one_line
 
 __all__ = [
     "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "BadInput",
-    "add_history", "add_json", "add_json_out", "add_verbose", "add_width",
-    "exits_2_on_bad_input", "history", "json_out_path", "load", "one_line", "stdout_console",
-    "wants_json",
+    "add_history", "add_json", "add_json_out", "add_verbose", "add_width", "check_outputs",
+    "exits_2_on_bad_input", "history", "history_files", "json_out_path", "load", "one_line",
+    "same_file", "step_summary_output", "stdout_console", "wants_json", "write_output",
 ]
 
 EXIT_OK = 0
@@ -136,25 +137,6 @@ def stdout_console(piped_width: int) -> Console:
 # --------------------------------------------------------------------------- input files
 
 
-def one_line(message: str) -> str:
-    """A multi-line BaselineError as one line: the file, the first field, the fix."""
-    # A run-or-baseline file is validated as a tagged union; drop the tag from field paths.
-    message = re.sub(r"`specperf-(?:run|baseline)\.", "`", str(message))
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    if len(lines) <= 1:
-        return lines[0] if lines else str(message)
-    fields = [ln for ln in lines[1:] if ln.startswith("field")]
-    fixes = [ln for ln in lines[1:] if ln.startswith("fix")]
-    out = lines[0]
-    if fields:
-        out += f": {fields[0]}"
-        if len(fields) > 1:
-            out += f" (and {len(fields) - 1} more)"
-    if fixes:
-        out += f"; {fixes[0]}"
-    return out
-
-
 def load(path: Path | str) -> RunResult | Baseline:
     """A run or a baseline file (told apart by ``kind``); :class:`BadInput` when bad."""
     try:
@@ -164,9 +146,91 @@ def load(path: Path | str) -> RunResult | Baseline:
 
 
 def history(args: argparse.Namespace, baseline: Path | str) -> list[Any]:
-    """The ``--history`` files, else the baseline's kept history; none with ``--no-history``."""
+    """The ``--history`` files, else the baseline's kept history; none with ``--no-history``.
+
+    A bad kept run is bad input here (exit 2 naming it), not skipped as a perf run skips
+    it: the reviewer can delete it or pass --no-history, and a verdict silently pooled
+    differently from the one the run got would be a second, quieter surprise."""
     if args.no_history:
         return []
     if args.history:
         return [load(p) for p in args.history]
-    return load_history(Path(baseline))
+    try:
+        return load_history(Path(baseline))
+    except BaselineError as exc:
+        raise BadInput(one_line(str(exc)) + " (or pass --no-history)") from None
+
+
+def history_files(args: argparse.Namespace, baseline: Path | str | None) -> list[Path]:
+    """The history files a command will read (inputs it must never write over)."""
+    if baseline is None or getattr(args, "no_history", False):
+        return []
+    if getattr(args, "history", None):
+        return [Path(p) for p in args.history]
+    return sorted(history_dir(Path(baseline)).glob("*.json"))
+
+
+# --------------------------------------------------------------------------- output files
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """One file under two names: the same resolved path (symlinks followed), or, for
+    files that exist, the same inode (a hard link)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _result_kind(path: Path) -> str | None:
+    """``specperf-run`` or ``specperf-baseline`` when ``path`` holds one, else None."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if kind in ("specperf-run", "specperf-baseline") else None
+
+
+def check_outputs(outputs: dict[str, Path], inputs: list[Path | str]) -> None:
+    """Refuse, before anything is written, an output (option → path) that is one of the
+    command's inputs, two outputs that are one file, an output that is a directory, and an
+    output that would replace a run or baseline file (a measurement is never overwritten
+    by a report of it; such a path is almost always a slip of the argument order)."""
+    for opt, out in outputs.items():
+        for given in inputs:
+            if same_file(out, Path(given)):
+                raise BadInput(
+                    f"{opt} {out}: is the input {given} (the same file); a command never "
+                    "writes over a file it reads — give another path")
+        if out.is_dir():
+            raise BadInput(f"{opt} {out}: is a directory; give a file path")
+        kind = _result_kind(out) if out.is_file() else None
+        if kind is not None:
+            raise BadInput(
+                f"{opt} {out}: holds a {kind.removeprefix('specperf-')} file, which this "
+                "output would replace; give another path (or move that file away)")
+    items = list(outputs.items())
+    for i, (opt_a, a) in enumerate(items):
+        for opt_b, b in items[i + 1:]:
+            if same_file(a, b):
+                raise BadInput(f"{opt_a} {a} and {opt_b} {b}: the same file; give each its own")
+
+
+def write_output(opt: str, path: Path, text: str) -> None:
+    """Write one output atomically; a failure is bad input naming the option and path."""
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise BadInput(f"{opt} {path}: cannot write it: {exc.strerror or exc} — give a "
+                       "writable file path") from None
+
+
+def step_summary_output(args: argparse.Namespace) -> dict[str, Path]:
+    """$GITHUB_STEP_SUMMARY as an output when --step-summary appends to it."""
+    path = settings.current().github_step_summary
+    if getattr(args, "step_summary", False) and path is not None:
+        return {"$GITHUB_STEP_SUMMARY": Path(path)}
+    return {}

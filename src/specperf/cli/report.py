@@ -19,7 +19,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "report", help="write charts, HTML, markdown and text reports of a run",
         description="Write run.json, report.html (self-contained), report.md, report.txt and "
                     "plots/*.png for a run into --out; with --baseline, also the comparison "
-                    "and baseline overlays. Exit 0 (2 on bad input); `compare` is the gate.")
+                    "and baseline overlays. Exit 0 (2 on bad input); `compare` is the gate. "
+                    "Other files in --out are left alone; --out must not hold an input or "
+                    "another run's run.json.")
     p.add_argument("run", help="run.json (or a baseline file)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--baseline", metavar="FILE", help="baseline (or run) to compare against")
@@ -31,9 +33,47 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+#: What `specperf.report.write_all` writes into --out (and plots/ below it): the files this
+#: command may replace. Every other file in --out is left alone.
+WRITES = ("run.json", "comparison.json", "advice.json", "report.md", "report.html",
+          "report.txt")
+
+
+def _check_out(out: Path, args: argparse.Namespace, result: Any) -> None:
+    """--out DIR: a directory; none of the inputs among the files written there; and its
+    run.json, if any, this very run (re-rendering a report is fine; replacing another run's
+    file, perhaps its only copy, is not)."""
+    if out.exists() and not out.is_dir():
+        raise options.BadInput(f"--out {out}: is a file; give a directory")
+    written = [out / name for name in WRITES]
+    inputs = [Path(p) for p in (args.run, args.baseline) if p]
+    inputs += options.history_files(args, args.baseline)
+    plots = out / "plots"
+    for given in inputs:
+        clash = next((w for w in written if options.same_file(w, given)), None)
+        if clash is None and given.exists() and plots.is_dir():
+            clash = next((w for w in plots.iterdir() if options.same_file(w, given)), None)
+        if clash is not None:
+            raise options.BadInput(
+                f"--out {out}: would write {clash.name} over the input {given} (the same file); "
+                "a command never writes over a file it reads — give another --out directory")
+    options.check_outputs(options.step_summary_output(args), inputs)
+    existing = out / "run.json"
+    if existing.is_file():
+        try:
+            same = options.load(existing) == result
+        except options.BadInput:
+            same = False
+        if not same:
+            raise options.BadInput(
+                f"--out {out}: {existing} holds another run, which the report would replace; "
+                "give a new or empty --out directory (or move that file away)")
+
+
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     result = as_run(options.load(args.run), args.run)
+    _check_out(Path(args.out), args, result)
     base = options.load(args.baseline) if args.baseline else None
     history = options.history(args, args.baseline) if args.baseline else []
     cmp = None
@@ -44,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         written = write_all(result, out, base, comparison=cmp, step_summary=args.step_summary)
     except OSError as exc:
-        raise options.BadInput(f"{out}: cannot write the report: {exc}") from None
+        raise options.BadInput(f"--out {out}: cannot write the report: {exc.strerror or exc} — "
+                               "give a writable directory") from None
     print(render_run(result, width=args.width), end="")
     if cmp is not None:
         print(render_comparison(cmp, width=args.width, verbose=args.verbose), end="")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 import typing
 from pathlib import Path
@@ -17,6 +16,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specperf.config.boundaries import (
+    SLUG,
+    check_serve_args,
+    check_slug,
+    check_speculative_config,
+)
 from specperf.config.rules import DEFAULT_BUDGETS, CompareRules
 from specperf.config.tiny_models import TinyModelsSpec
 
@@ -28,7 +33,7 @@ else:  # pragma: no cover
 #: Where `--perf-profile NAME` looks when NAME is not a path.
 PROFILE_DIRS = (Path("perf_tests") / "profiles",)
 TINY_PREFIX = "tiny:"
-CONFIG_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+CONFIG_ID = SLUG
 
 
 class ProfileError(ValueError):
@@ -36,7 +41,9 @@ class ProfileError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # nan and inf are valid TOML floats; in a floor or a tolerance they silently turn a
+    # gate off (every comparison with nan is false), so no field of a profile takes them.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --- workload -------------------------------------------------------------------
@@ -123,8 +130,9 @@ class TpotGainGate(_Strict):
 
     max_concurrency: int = Field(1, ge=1, description="the gate applies at concurrencies ≤ this")
     min_ratio: float = Field(1.0, gt=0, description="no-spec median TPOT / spec median TPOT")
-    min_ratio_by_concurrency: dict[int, float] = Field(
-        default_factory=dict, description="overrides min_ratio at a given concurrency"
+    min_ratio_by_concurrency: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = (
+        Field(default_factory=dict, description="overrides min_ratio at a given concurrency "
+                                                "(one of the profile's, ≤ max_concurrency)")
     )
 
     def ratio_at(self, concurrency: int) -> float:
@@ -162,7 +170,8 @@ class Gates(_Strict):
 
 
 class ServerConfig(_Strict):
-    id: str = Field(description="short, used in test ids: lower-case letters, digits, . _ -")
+    id: str = Field(description="short, used in test ids and file names: lower-case letters, "
+                                "digits, . _ -")
     speculative_config: dict[str, Any] | None = Field(
         None, description="passed to vLLM verbatim as --speculative-config; none = no-spec baseline"
     )
@@ -174,8 +183,18 @@ class ServerConfig(_Strict):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:
-        if not CONFIG_ID.match(v):
-            raise ValueError(f"{v!r} is not a usable id: use lower-case letters, digits, '.', '_', '-'")
+        return check_slug(v, "id")
+
+    @field_validator("serve_args")
+    @classmethod
+    def _serve_args(cls, v: list[str]) -> list[str]:
+        return check_serve_args(v)
+
+    @field_validator("speculative_config")
+    @classmethod
+    def _spec(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            check_speculative_config(v)
         return v
 
     @property
@@ -221,6 +240,17 @@ class Profile(_Strict):
     #: Set by load_profile; not part of the file.
     source: Path | None = Field(None, exclude=True)
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        # The name is a directory of baselines/: a path in it would write elsewhere.
+        return check_slug(v, "name")
+
+    @field_validator("serve_args")
+    @classmethod
+    def _serve_args(cls, v: list[str]) -> list[str]:
+        return check_serve_args(v)
+
     @field_validator("concurrencies")
     @classmethod
     def _concurrencies(cls, v: list[int]) -> list[int]:
@@ -259,6 +289,8 @@ class Profile(_Strict):
                     f"server config {c.id!r} has a tpot_gain gate but the profile has no "
                     "no-spec server config to compare with"
                 )
+            if g.tpot_gain is not None and c.is_spec:
+                _check_ratio_overrides(c.id, g.tpot_gain, self.concurrencies)
         return self
 
     # -- derived ------------------------------------------------------------------
@@ -316,6 +348,28 @@ class Profile(_Strict):
         if not p.is_absolute() and self.source is not None and override is None:
             p = self.source.parent / p
         return p
+
+
+def _check_ratio_overrides(config_id: str, gate: TpotGainGate, concurrencies: list[int]) -> None:
+    """An override the gate never reads is a floor the user believes is enforced.
+
+    Refused: one above max_concurrency (the gate never applies there) and one for a
+    concurrency inside the matrix's range that the matrix skips (a typo: 3 for 4). One
+    above the largest measured concurrency is left alone, unused, so a matrix can be cut
+    short (a100-qwen3-32b with concurrencies = [1, 2]) without editing every gate."""
+    for c in sorted(gate.min_ratio_by_concurrency):
+        where = "tpot_gain.min_ratio_by_concurrency"
+        if c > gate.max_concurrency:
+            raise ValueError(
+                f"server config {config_id!r}: {where} has an override for concurrency {c}, "
+                f"above max_concurrency = {gate.max_concurrency}, where the gate does not "
+                "apply — fix: remove it or raise max_concurrency")
+        if c not in concurrencies and c < max(concurrencies):
+            raise ValueError(
+                f"server config {config_id!r}: {where} has an override for concurrency {c}, "
+                f"which concurrencies {concurrencies} does not measure, so the gate uses "
+                "min_ratio everywhere — fix: key it by a concurrency of the matrix, or add "
+                f"{c} to concurrencies")
 
 
 def _digest(data: Any) -> str:
@@ -397,18 +451,22 @@ def format_validation_error(path: Path, err: ValidationError, data: Any) -> str:
     return "\n".join(lines)
 
 
+#: A profile is a few kilobytes; anything this large is not one (and is not read whole).
+MAX_PROFILE_BYTES = 1 << 20
+
+
 def resolve_profile_path(name_or_path: str, rootdir: Path | None = None) -> Path:
     p = Path(name_or_path).expanduser()
-    if p.suffix == ".toml" or p.exists():
-        if not p.exists():
-            raise ProfileError(f"{p}: profile file not found")
-        return p
+    # A bare name is looked up in perf_tests/profiles; anything with a separator or a
+    # .toml suffix is a path (so "../../x" never reaches outside the profiles directory).
+    if p.suffix == ".toml" or p.exists() or p.is_symlink() or not SLUG.match(name_or_path):
+        return _checked_file(p)
     roots = [rootdir or Path.cwd()]
     for root in roots:
         for d in PROFILE_DIRS:
             cand = root / d / f"{name_or_path}.toml"
-            if cand.exists():
-                return cand
+            if cand.exists() or cand.is_symlink():
+                return _checked_file(cand)
     known = sorted({q.stem for root in roots for d in PROFILE_DIRS for q in (root / d).glob("*.toml")})
     raise ProfileError(
         f"no profile named {name_or_path!r}; known: {', '.join(known) or '(none)'} "
@@ -416,16 +474,68 @@ def resolve_profile_path(name_or_path: str, rootdir: Path | None = None) -> Path
     )
 
 
-def load_profile(name_or_path: str | Path, rootdir: Path | None = None) -> Profile:
-    path = resolve_profile_path(str(name_or_path), rootdir)
+def _checked_file(p: Path) -> Path:
+    """The path, if it is a readable regular file; else what is wrong with it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        p.resolve(strict=True)
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        if p.is_symlink() and ("loop" in str(exc).lower() or getattr(exc, "errno", 0) == 40):
+            raise ProfileError(f"{p}: a symlink loop, not a profile — fix: point the link "
+                               "at a .toml file") from None
+        if p.is_symlink():
+            raise ProfileError(f"{p}: a symlink to a missing file "
+                               f"({_readlink(p)}) — fix: point it at a .toml file") from None
+        raise ProfileError(f"{p}: profile file not found") from None
+    if p.is_dir():
+        raise ProfileError(f"{p}: a directory, not a profile — fix: pass a .toml file")
+    return p
+
+
+def _readlink(p: Path) -> str:
+    try:
+        return str(p.readlink())
+    except OSError:  # pragma: no cover - raced away
+        return "?"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed file; every way it can fail is a ProfileError naming it."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: larger than {MAX_PROFILE_BYTES // 1024} KiB — not a "
+                           "profile (a profile is a few KB of TOML)")
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ProfileError(f"{path}: a binary file (NUL byte at offset {nul}), "
+                           "not a TOML profile — fix: pass the profile's .toml file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ProfileError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at line {line}) — fix: "
+            "save the profile as UTF-8 (TOML files are UTF-8)") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to be a profile — fix: a profile's "
+                           "tables and arrays nest a few levels at most") from None
+
+
+def load_profile(name_or_path: str | Path, rootdir: Path | None = None) -> Profile:
+    path = resolve_profile_path(str(name_or_path), rootdir)
+    data = _read_toml(path)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(format_validation_error(path, exc, data)) from None
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to be a profile — fix: a profile's "
+                           "tables and arrays nest a few levels at most") from None
     return profile.model_copy(update={"source": path.resolve()})

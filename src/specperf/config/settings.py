@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The profile a run uses when none is named: the CPU one without a GPU, else the A100 one.
@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     """What the environment says; None where a variable is unset or empty."""
 
     model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore",
-                                      populate_by_name=False)
+                                      populate_by_name=False, allow_inf_nan=False)
 
     # -- a perf run (command-line options win over these) --
     profile: str | None = _env("SPECPERF_PROFILE")
@@ -43,7 +43,8 @@ class Settings(BaseSettings):
     """Where `specperf fetch-sharegpt` downloads from (a mirror; a local server in tests)."""
 
     # -- fault injection, for gate experiments only (docs/validation.md) --
-    proxy_delay_ms: float | None = _env("SPECPERF_PROXY_DELAY_MS")
+    proxy_delay_ms: float | None = Field(None, ge=0.0,
+                                         validation_alias=AliasChoices("SPECPERF_PROXY_DELAY_MS"))
     """Send the load through a proxy that delays every streamed chunk by this much."""
     proxy_configs: str | None = _env("SPECPERF_PROXY_CONFIGS")
     """Comma-separated server config ids the proxy applies to (default: every spec config)."""
@@ -82,10 +83,29 @@ class Settings(BaseSettings):
         return [c for c in (self.proxy_configs or "").split(",") if c]
 
 
+class SettingsError(ValueError):
+    """An environment variable with a value specperf cannot use; the message names it."""
+
+
+#: What each checked variable takes, for the message that refuses a bad value.
+_EXPECTED = {
+    "SPECPERF_PROXY_DELAY_MS": "a number of milliseconds ≥ 0 (e.g. 20), or unset",
+}
+
+
 def current() -> Settings:
     """The settings as the environment has them now.
 
-    A malformed value (SPECPERF_PROXY_DELAY_MS=abc) raises pydantic's ValidationError,
-    which names the variable.
+    A malformed value (SPECPERF_PROXY_DELAY_MS=abc) raises :class:`SettingsError`, one
+    line per bad variable, naming it, its value and what it takes.
     """
-    return Settings()
+    try:
+        return Settings()
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors():
+            name = str(e["loc"][0]) if e["loc"] else "?"
+            want = _EXPECTED.get(name, "see docs/profiles.md")
+            lines.append(f"environment variable {name}={e.get('input')!r}: "
+                         f"{e['msg'].removeprefix('Value error, ')} — fix: set it to {want}")
+        raise SettingsError("\n".join(lines)) from None

@@ -1,8 +1,9 @@
 """The baseline a run compares with: this hardware's file, its kept earlier runs, and which
 of its cases may be compared at all (same server config hash, same prompts).
 
-A bad file raises :class:`specperf.store.files.BaselineError`; the pytest plugin turns
-that into a usage error.
+A bad baseline file raises :class:`specperf.store.files.BaselineError`; the pytest plugin
+turns that into a usage error naming it. A bad kept earlier run in its history is skipped
+with a one-line note naming it.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ class BaselineContext:
                 "refused (record them with --perf-update-baselines)"
             )
         ctx.baseline = base
-        ctx.history = baseline_store.load_history(path)
+        # A bad kept run (corrupt, not UTF-8, another schema) is skipped with a note naming
+        # it: it costs the comparison that run's pooling, not the whole run of the profile.
+        ctx.history = baseline_store.load_history(path, on_bad=say)
         # The ones the comparison may pool (it also matches each case's server config).
         kept = len(kept_runs(base, ctx.history))
         ctx.note = (

@@ -42,6 +42,7 @@ async def _one_request(
     t_origin: float,
 ) -> RequestSample:
     t0 = time.perf_counter()
+    timeout_s = session.timeout.total
     ttft: float | None = None
     chunks = 0
     usage: dict[str, int] | None = None
@@ -70,7 +71,17 @@ async def _one_request(
                 if event.get("usage"):
                     usage = event["usage"]
         e2e = time.perf_counter() - t0
-    except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError, ValueError) as exc:
+    except (asyncio.TimeoutError, TimeoutError):
+        # str() of a timeout is empty: say which limit it was and how far the stream got
+        # (0 chunks: no answer at all; more: a stream that stalled mid-response).
+        return RequestSample(
+            ok=False, start_s=t0 - t_origin, chunks=chunks,
+            error=f"timed out: no complete response within "
+                  f"{'?' if timeout_s is None else format(timeout_s, 'g')} s "
+                  f"(load.request_timeout_s); {chunks} text chunk{'' if chunks == 1 else 's'} "
+                  f"had arrived",
+        )
+    except (aiohttp.ClientError, RuntimeError, ValueError) as exc:
         return RequestSample(
             ok=False, start_s=t0 - t_origin, chunks=chunks, error=f"{type(exc).__name__}: {exc}"
         )

@@ -20,7 +20,7 @@ from specperf.analysis.aggregate import case_result
 from specperf.config.profile import Profile, ServerConfig
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.observer import RunObserver
-from specperf.engine.server import ServerError, VllmServer
+from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_line
 from specperf.engine.servers import ServerPool
 from specperf.engine.trial_plan import (
     Compare,
@@ -41,6 +41,13 @@ if TYPE_CHECKING:
     from specperf.analysis.compare import CaseComparison
 
 __all__ = ["CaseMeasurer", "MeasureError"]
+
+#: Log lines shown after a case's failed requests (the server is still up; its last
+#: lines are usually the failed requests' own).
+ERROR_TAIL_LINES = 20
+#: How long a server whose case failed gets to be seen dead if it is dying (a failure to
+#: measure is often the first sign of a server killed meanwhile).
+DEATH_GRACE_S = 3.0
 
 
 class MeasureError(RuntimeError):
@@ -208,8 +215,12 @@ class CaseMeasurer:
         current = run.current
         assert current is not None
         try:
-            run.server.check_alive()
-            msg = f"case {current.id}: measuring failed: {type(exc).__name__}: {exc}"
+            run.server.check_alive(grace_s=DEATH_GRACE_S)
+            # The server is up but measuring failed (/metrics unreadable, …): the cause on
+            # one line, then what the server said meanwhile.
+            msg = (f"case {current.id}: measuring failed: {type(exc).__name__}: "
+                   f"{one_line(str(exc))}\nlog: {run.server.log_path}\n"
+                   f"--- last {LOG_TAIL_LINES} log lines ---\n{run.server.log_tail()}")
         except ServerError as dead:
             self.pool.record_error(run.cfg.id, dead)
             msg = f"case {current.id}: {dead}"
@@ -230,11 +241,21 @@ class CaseMeasurer:
                 result = result.model_copy(update={"confirmation": outcome.confirmations[c]})
             self.results[cc] = result
             self._report(result)
+            if result.n_errors:
+                self._report_errors(result, run.server)
             if c in run.paired and p.nospec is not None and run.nospec is not None:
                 ncfg = p.nospec
                 self.paired[cc] = case_result(Case(config_id=ncfg.id, concurrency=c), ncfg,
                                               run.paired[c], run.nospec.version,
                                               p.config_hash(ncfg))
+
+    def _report_errors(self, result: CaseResult, server: VllmServer) -> None:
+        """Failed requests: the first error on one line and the server's log tail, once
+        per case (the requests gate fails it; this is where to look)."""
+        first = one_line(result.errors[0]) if result.errors else "unknown error"
+        self.say(f"specperf: {result.case.id}: {result.n_errors} of {result.n_requests} requests "
+                 f"failed; first: {first}\nlog: {server.log_path}\n--- last "
+                 f"{ERROR_TAIL_LINES} log lines ---\n{server.log_tail(ERROR_TAIL_LINES)}")
 
     def _report(self, result: CaseResult) -> None:
         acc = result.acceptance

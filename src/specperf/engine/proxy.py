@@ -31,6 +31,14 @@ Use::
         run_load(proxy.base_url, ...)
 
 In a perf run, SPECPERF_PROXY_DELAY_MS puts it in front of the spec servers (docs/validation.md).
+
+Stand-in faults
+---------------
+``fault`` (one of :data:`FAULT_MODES`) makes the proxy play a fault vLLM itself cannot be
+made to produce, in front of a real server, for the fault battery (tests/e2e/test_faults.py,
+docs/faults.md): ``/metrics`` answering 404, an empty page or text that is not Prometheus;
+completions answering HTTP 500; a stream that stops after its first text chunks and
+never ends. Everything else is forwarded untouched.
 """
 
 from __future__ import annotations
@@ -45,7 +53,16 @@ from aiohttp import web
 
 from specperf.engine.loopback import LoopbackApp
 
-__all__ = ["DelayProxy", "ProxyStats", "delay_for_tpot", "expected_tpot_rise", "make_app"]
+__all__ = [
+    "FAULT_MODES", "DelayProxy", "ProxyStats", "delay_for_tpot", "expected_tpot_rise", "make_app",
+]
+
+#: The stand-in faults (see the module docstring).
+FAULT_MODES = ("metrics-missing", "metrics-empty", "metrics-malformed", "http-500", "stall")
+#: A stalled stream sends this many text chunks first (so it stalls mid-response).
+STALL_AFTER_CHUNKS = 2
+#: Not valid Prometheus text: a sample whose value is not a number.
+MALFORMED_METRICS = b"# TYPE vllm:spec_decode_num_drafts counter\nvllm:spec_decode_num_drafts_total lots\n"
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones aiohttp recomputes: never copied.
 _HOP = {
@@ -98,11 +115,32 @@ def _is_text_event(event: bytes) -> bool:
     return False
 
 
+def _fault_response(fault: str | None, request: web.Request) -> web.Response | None:
+    """The stand-in's own answer to ``request``, or None to forward it."""
+    if fault is None:
+        return None
+    if request.path == "/metrics":
+        if fault == "metrics-missing":
+            return web.Response(status=404, text="Not Found")
+        if fault == "metrics-empty":
+            return web.Response(status=200, body=b"", content_type="text/plain")
+        if fault == "metrics-malformed":
+            return web.Response(status=200, body=MALFORMED_METRICS, content_type="text/plain")
+    if fault == "http-500" and request.path.startswith("/v1/"):
+        return web.json_response({"error": {"message": "stand-in: internal server error",
+                                            "type": "InternalServerError", "code": 500}},
+                                 status=500)
+    return None
+
+
 def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
-             timeout_s: float = 3600.0) -> web.Application:
-    """The proxy as an aiohttp application (forwards to ``target``, a base URL)."""
+             timeout_s: float = 3600.0, fault: str | None = None) -> web.Application:
+    """The proxy as an aiohttp application (forwards to ``target``, a base URL), playing
+    the stand-in ``fault`` if one is given."""
     if delay_s < 0:
         raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+    if fault is not None and fault not in FAULT_MODES:
+        raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULT_MODES)}")
     target = target.rstrip("/")
     stats = stats if stats is not None else ProxyStats()
     session_key = web.AppKey("session", aiohttp.ClientSession)
@@ -120,6 +158,9 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
     async def forward(request: web.Request) -> web.StreamResponse:
         stats.requests += 1
         body = await request.read()
+        faulted = _fault_response(fault, request)
+        if faulted is not None:
+            return faulted
         url = target + request.rel_url.path_qs
         session = request.app[session_key]
         async with session.request(
@@ -136,7 +177,8 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
             resp = web.StreamResponse(status=upstream.status,
                                       headers=_copy_headers(upstream.headers))
             await resp.prepare(request)
-            await _retime(upstream, resp, delay_s, stats)
+            await _retime(upstream, resp, delay_s, stats,
+                          stall_after=STALL_AFTER_CHUNKS if fault == "stall" else None)
             await resp.write_eof()
             return resp
 
@@ -148,8 +190,10 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
 
 
 async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
-                  delay_s: float, stats: ProxyStats) -> None:
-    """Forward SSE events, the k-th text event no earlier than arrival + (k + 1) * delay."""
+                  delay_s: float, stats: ProxyStats, stall_after: int | None = None) -> None:
+    """Forward SSE events, the k-th text event no earlier than arrival + (k + 1) * delay;
+    with ``stall_after``, stop forwarding after that many text events and hold the
+    stream open until the client gives up."""
     queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
 
     async def reader() -> None:
@@ -176,6 +220,10 @@ async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
         while (item := await queue.get()) is not None:
             arrived, event = item
             stats.events += 1
+            if stall_after is not None and _is_text_event(event):
+                stall_after -= 1
+                if stall_after < 0:
+                    await asyncio.Event().wait()  # never set: the client's timeout ends it
             if delay_s and _is_text_event(event):
                 k += 1
                 stats.delayed_chunks += 1
@@ -197,9 +245,11 @@ class DelayProxy(LoopbackApp):
     target. ``stats`` counts requests, streams, events and delayed text chunks.
     """
 
-    def __init__(self, target: str, delay_s: float, port: int = 0) -> None:
+    def __init__(self, target: str, delay_s: float, port: int = 0,
+                 fault: str | None = None) -> None:
         self.target = target.rstrip("/")
         self.delay_s = delay_s
+        self.fault = fault
         self.stats = ProxyStats()
-        super().__init__(make_app(self.target, delay_s, self.stats), port=port,
+        super().__init__(make_app(self.target, delay_s, self.stats, fault=fault), port=port,
                          name="specperf-delay-proxy")

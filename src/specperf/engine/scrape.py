@@ -7,6 +7,7 @@ contaminate each other. Parsing is prometheus_client's, not a regex.
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,7 +23,14 @@ FAMILIES = {
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
+class ScrapeError(RuntimeError):
+    """/metrics could not be read or is not what a vLLM server serves; one line that
+    names the URL and what was wrong."""
+
+
 def parse_counters(text: str) -> SpecDecodeCounters:
+    """The spec-decode counters of a /metrics text; ValueError when it is not
+    Prometheus text."""
     totals = {field: 0.0 for field in FAMILIES.values()}
     per_pos: dict[int, float] = {}
     present = False
@@ -43,8 +51,29 @@ def parse_counters(text: str) -> SpecDecodeCounters:
 
 
 def fetch_counters(base_url: str, timeout_s: float = 10.0) -> SpecDecodeCounters:
-    with urllib.request.urlopen(f"{base_url}/metrics", timeout=timeout_s) as r:  # noqa: S310
-        return parse_counters(r.read().decode("utf-8", errors="replace"))
+    """The server's counters now; raises ScrapeError when /metrics is missing, empty or
+    malformed. Every vLLM server serves a non-empty /metrics (no-spec ones too), so an
+    empty page is a fault, never "no spec decoding"."""
+    url = f"{base_url}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310
+            text = r.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        raise ScrapeError(f"{url} answered HTTP {exc.code} {exc.reason}: the server serves "
+                          "no Prometheus metrics (a proxy in between, or another server on "
+                          "the port?)") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ScrapeError(f"{url} could not be read: {reason}") from None
+    if not text.strip():
+        raise ScrapeError(f"{url} returned an empty page: vLLM always serves its metrics "
+                          "there, so the counters are unknown")
+    try:
+        return parse_counters(text)
+    except ValueError as exc:
+        first = " ".join(str(exc).split())[:200]
+        raise ScrapeError(f"{url} is not Prometheus text ({first}): the counters are "
+                          "unknown") from None
 
 
 def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acceptance | None:

@@ -13,6 +13,7 @@ import atexit
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -42,6 +43,39 @@ def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
         return "(no log)"
 
 
+#: The last line of a Python traceback: "SomeError: what went wrong".
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b.*:\s*\S")
+#: What a server that lost the race for its port prints (errno EADDRINUSE).
+_PORT_TAKEN = ("Address already in use", "address already in use")
+
+
+def last_error_line(tail: str, limit: int = 300) -> str | None:
+    """The last "XxxError: message" line of a log: the cause a user needs on the first
+    line of a failure, before the 50 lines of the tail itself. A wrapper that points
+    elsewhere ("See root cause above") is passed over for the error it wraps; a pydantic
+    error gets its first message line (vLLM's config classes are pydantic models)."""
+    lines = tail.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        text = _strip_prefix(lines[i])
+        if not _ERROR_LINE.match(text) or "root cause above" in text:
+            continue
+        if "validation error" in text and i + 1 < len(lines):
+            detail = _strip_prefix(lines[i + 1]).split(" [type=", 1)[0]
+            text = f"{text}: {detail}"
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    return None
+
+
+def _strip_prefix(line: str) -> str:
+    # vLLM prefixes its log lines ("(EngineCore pid=1) ERROR 11-30 ... file.py:12] ").
+    return line.split("] ", 1)[-1].strip()
+
+
+#: Log lines searched for the cause of a failure (a wrapped root cause sits far above
+#: the last 50 lines: vLLM prints the engine's traceback, then the API server's).
+CAUSE_SEARCH_LINES = 1000
+
+
 class ServerError(RuntimeError):
     """A server that would not start or died; carries the cause and the log's tail."""
 
@@ -51,9 +85,18 @@ class ServerError(RuntimeError):
         self.log_path = log_path
         self.log_tail = log_tail
         super().__init__(
-            f"vLLM server for {config_id!r} {cause}\n"
+            f"vLLM server for {config_id!r} {one_line(cause)}\n"
             f"log: {log_path}\n--- last {LOG_TAIL_LINES} log lines ---\n{log_tail}"
         )
+
+
+class PortTakenError(ServerError):
+    """The server could not bind its port: another process took it between
+    :func:`free_port` and the server's bind (the pool starts it again on another)."""
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def free_port() -> int:
@@ -155,9 +198,17 @@ class VllmServer:
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
         return log_tail(self.log_path, n)
 
-    def _fail(self, cause: str) -> ServerError:
+    def _fail(self, cause: str, exited: bool = False) -> ServerError:
         self.stop()
-        return ServerError(self.config_id, cause, self.log_path, self.log_tail())
+        tail = self.log_tail()
+        if exited and any(m in tail for m in _PORT_TAKEN):
+            return PortTakenError(
+                self.config_id,
+                f"could not bind port {self.port}: address already in use (another process "
+                "took it after specperf picked it)", self.log_path, tail)
+        why = last_error_line(log_tail(self.log_path, CAUSE_SEARCH_LINES)) if exited else None
+        return ServerError(self.config_id, f"{cause}: {why}" if why else cause,
+                           self.log_path, tail)
 
     def start(self, should_abort: Any = None) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,11 +237,12 @@ class VllmServer:
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise self._fail(f"exited with code {code} during startup")
+                raise self._fail(f"exited with code {code} during startup", exited=True)
             if self._healthy():
                 break
             if time.monotonic() > deadline:
-                raise self._fail(f"did not become healthy within {self.startup_timeout_s:.0f} s")
+                raise self._fail(f"did not become healthy within {self.startup_timeout_s:g} s "
+                                 "(startup_timeout_s in the profile)")
             time.sleep(0.5)
         self.startup_s = time.monotonic() - t0
         self.version = self._get_version()
@@ -209,12 +261,24 @@ class VllmServer:
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
-    def check_alive(self) -> None:
+    def check_alive(self, grace_s: float = 0.0) -> None:
+        """Raise ServerError unless the server runs. ``grace_s``: after a failure seen
+        from outside (a connection reset), how long a dying server gets to be seen dead —
+        SIGKILL closes its sockets a moment before its exit can be collected."""
+        if self.proc is not None and grace_s > 0 and self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc is None or self.proc.poll() is not None:
             code = None if self.proc is None else self.proc.returncode
-            raise ServerError(
-                self.config_id, f"is not running (exit code {code})", self.log_path, self.log_tail()
-            )
+            # A negative code is a signal: say which (SIGKILL is the OOM killer's too).
+            how = (f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                   and -code in signal.valid_signals() else f"is not running (exit code {code})")
+            tail = self.log_tail()
+            why = last_error_line(log_tail(self.log_path, CAUSE_SEARCH_LINES))
+            raise ServerError(self.config_id, f"{how}: {why}" if why else how,
+                              self.log_path, tail)
 
     def stop(self, grace_s: float = 15.0) -> None:
         proc = self.proc

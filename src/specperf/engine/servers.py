@@ -21,25 +21,46 @@ from specperf.config.profile import TINY_PREFIX, Profile
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.preflight import preflight_spec
 from specperf.engine.proxy import DelayProxy
-from specperf.engine.server import ServerError, VllmServer, build_argv, free_port, run_env
+from specperf.engine.server import (
+    PortTakenError,
+    ServerError,
+    VllmServer,
+    build_argv,
+    free_port,
+    run_env,
+)
 from specperf.engine.tiny import materialise
 from specperf.schemas import Case, ServerRecord
 
 __all__ = ["FaultInjection", "ServerPool"]
 
 
+#: How many times a server whose port was taken before it bound it is started again.
+PORT_RETRIES = 2
+
+
 @dataclass(frozen=True)
 class FaultInjection:
     """Gate experiments only: load goes through a proxy that delays every streamed chunk
     by ``delay_ms`` (SPECPERF_PROXY_DELAY_MS), for the configs in ``config_ids``
-    (SPECPERF_PROXY_CONFIGS; empty: every speculative config). Counters are always read
-    from the server itself."""
+    (SPECPERF_PROXY_CONFIGS; empty: every speculative config). Counters are read from
+    the server itself.
+
+    ``modes`` (the fault battery's stand-ins, tests/e2e/test_faults.py): per config id, a
+    fault of :data:`specperf.engine.proxy.FAULT_MODES` the proxy plays in front of the
+    real server — /metrics missing, empty or malformed, HTTP 500s, a stalled stream —
+    which vLLM itself cannot be made to do. Its counters are then read through the
+    proxy too, since that is where the fault is."""
 
     delay_ms: float
     config_ids: tuple[str, ...] = ()
+    modes: tuple[tuple[str, str], ...] = ()
 
     def applies_to(self, config_id: str, is_spec: bool) -> bool:
         return config_id in self.config_ids if self.config_ids else is_spec
+
+    def mode(self, config_id: str) -> str | None:
+        return dict(self.modes).get(config_id)
 
 
 @dataclass
@@ -113,8 +134,6 @@ class ServerPool:
             err = ServerError(config_id, f"cannot prepare its models: {exc}", log_path, "")
             self.record_error(config_id, err)
             raise err from exc
-        port = free_port()
-        argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args])
         env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX))
         if spec is not None:
             # Seconds, not a minute-long server start, to learn that the draft cannot
@@ -128,17 +147,29 @@ class ServerPool:
                                       log_path, "(not started: vocabulary preflight)")
                     self.record_error(config_id, err)
                     raise err
-        server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
-        self.records[config_id] = ServerRecord(
-            config_id=config_id, argv=argv, port=port, log_path=str(log_path)
-        )
-        self.view.server_starting(
-            config_id, f"specperf: starting vLLM for {config_id} on {server.base_url} (log {log_path})")
-        try:
-            server.start()
-        except ServerError as exc:
-            self.record_error(config_id, exc)
-            raise
+        for attempt in range(PORT_RETRIES + 1):
+            port = free_port()
+            argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args])
+            server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
+            self.records[config_id] = ServerRecord(
+                config_id=config_id, argv=argv, port=port, log_path=str(log_path)
+            )
+            self.view.server_starting(
+                config_id,
+                f"specperf: starting vLLM for {config_id} on {server.base_url} (log {log_path})")
+            try:
+                server.start()
+                break
+            except PortTakenError as exc:
+                # free_port() cannot reserve the port it found: another process may bind
+                # it first. Nothing is wrong with the config; another port is the fix.
+                if attempt == PORT_RETRIES:
+                    self.record_error(config_id, exc)
+                    raise
+                self.say(f"specperf: {config_id}: {exc.cause}; starting it again on another port")
+            except ServerError as exc:
+                self.record_error(config_id, exc)
+                raise
         self.servers[config_id] = server
         self.starts[config_id] = start + 1
         self.records[config_id] = self.records[config_id].model_copy(
@@ -206,16 +237,30 @@ class ServerPool:
 
     def load_url(self, server: VllmServer) -> str:
         """Where load for ``server`` goes: the server, or under fault injection a delaying
-        proxy in front of it."""
+        (or faulting) proxy in front of it."""
         fault = self.fault
-        if fault is None or not fault.delay_ms:
+        if fault is None:
             return server.base_url
-        if not fault.applies_to(server.config_id, self.profile.config(server.config_id).is_spec):
+        mode = fault.mode(server.config_id)
+        delayed = bool(fault.delay_ms) and fault.applies_to(
+            server.config_id, self.profile.config(server.config_id).is_spec)
+        if mode is None and not delayed:
             return server.base_url
         proxy = self.proxies.get(server.config_id)
         if proxy is None or proxy.target != server.base_url:
-            proxy = DelayProxy(server.base_url, fault.delay_ms / 1000).start()
+            if proxy is not None:
+                proxy.stop()
+            delay_s = fault.delay_ms / 1000 if delayed else 0.0
+            proxy = DelayProxy(server.base_url, delay_s, fault=mode).start()
             self.proxies[server.config_id] = proxy
+            what = f"fault {mode!r}" if mode else f"+{fault.delay_ms:g} ms/chunk"
             self.say(f"specperf: FAULT INJECTION: {server.config_id} load via "
-                     f"+{fault.delay_ms:g} ms/chunk proxy {proxy.base_url}")
+                     f"{what} proxy {proxy.base_url}")
         return proxy.base_url
+
+    def metrics_url(self, server: VllmServer) -> str:
+        """Where ``server``'s counters are read: the server itself, except under a
+        stand-in fault of the battery, whose proxy is where /metrics breaks."""
+        if self.fault is None or self.fault.mode(server.config_id) is None:
+            return server.base_url
+        return self.load_url(server)

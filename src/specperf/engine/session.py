@@ -230,21 +230,36 @@ class PerfSession:
                  f"{self.options.run_dir}")
         self.say(f"specperf: {self.baselines.note}")
         self.view.set_cases_total(sum(len(cs) for cs in self.wanted.values()))
+        self.check_options()
         cap = self.retry_cap
         if cap is None:
             return
-        if cap <= self.repeats:
-            raise SessionError(
-                f"--perf-retry-inconclusive={cap}: the cap is the most trials a case may "
-                f"get, and every case already gets {self.repeats} (repeats) — give a larger "
-                "cap, or none for the default "
-                f"({RETRY_CAP_FACTOR} × repeats = {RETRY_CAP_FACTOR * self.repeats})")
         if self.baselines.baseline is None:
             self.say("specperf: --perf-retry-inconclusive: no baseline, so nothing is "
                      "compared and no case is retried")
         else:
             self.say(f"specperf: INCONCLUSIVE cases get +{RETRY_BATCH} trials at a time, up "
                      f"to {cap} per case (--perf-retry-inconclusive)")
+
+    def check_options(self) -> None:
+        """Options that contradict the profile; raises SessionError (the plugin calls this
+        at collection, so `--co` already refuses them)."""
+        cap = self.retry_cap
+        if cap is not None and cap <= self.repeats:
+            raise SessionError(
+                f"--perf-retry-inconclusive={cap}: the cap is the most trials a case may "
+                f"get, and every case already gets {self.repeats} (repeats) — give a larger "
+                "cap, or none for the default "
+                f"({RETRY_CAP_FACTOR} × repeats = {RETRY_CAP_FACTOR * self.repeats})")
+        fault = self.options.fault
+        if fault is not None and fault.config_ids:
+            known = {c.id for c in self.profile.server_configs}
+            unknown = sorted(set(fault.config_ids) - known)
+            if unknown:
+                raise SessionError(
+                    f"environment variable SPECPERF_PROXY_CONFIGS names server config(s) "
+                    f"{', '.join(unknown)} that profile {self.profile.name!r} does not have — "
+                    f"fix: use ids of {', '.join(sorted(known))}, or unset it")
 
     def load_baseline(self) -> None:
         """Load this hardware's baseline; raises BaselineError on a bad file."""

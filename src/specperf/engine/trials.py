@@ -68,7 +68,7 @@ class TrialRunner:
                      warmup_requests=warmup_requests,
                      request_timeout_s=p.load.request_timeout_s)
         started = utcnow()
-        before = fetch_counters(server.base_url)
+        before = fetch_counters(self.pool.metrics_url(server))
         # Every server of the session is the suite's own load, not a neighbour's (an idle
         # one that polls would otherwise trigger re-measurements nothing can fix).
         pids = self.pool.pids(server)
@@ -81,6 +81,6 @@ class TrialRunner:
         if warmup_requests:
             load = load.model_copy(update={"warmup_requests": warmup_requests})
         cpu_after = contention.take_snapshot(pids)
-        after = fetch_counters(server.base_url)
+        after = fetch_counters(self.pool.metrics_url(server))
         return make_trial(index, started, load, counter_delta(before, after),
                           outside_cores=contention.measured_outside_cores(cpu_before, cpu_after))

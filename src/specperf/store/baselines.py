@@ -8,10 +8,11 @@ leaves a half-written baseline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from specperf.schemas import Baseline
-from specperf.store.files import BaselineError, atomic_write_text, read_model
+from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model
 
 
 def baseline_path(root: Path, profile_name: str, hardware_id: str) -> Path:
@@ -36,24 +37,40 @@ def history_dir(path: Path) -> Path:
 
 
 def write_baseline(path: Path, baseline: Baseline, keep: int = HISTORY_KEEP) -> None:
-    """Write the baseline atomically and file a copy in its bounded history."""
+    """File the baseline in its bounded history, then make it the baseline; each atomic.
+
+    The order is what keeps the pair consistent when a write fails or the process dies
+    between the two: the history entry first, so an interruption leaves the previous
+    baseline in place (whole) and the new run as one more kept run of the same profile —
+    the run passed its gates, so pooling it is right. The other order would leave a
+    baseline whose own copy is missing from the history, lost to the trend view and to
+    pooling after the next update. Old entries are pruned only once both are written.
+    """
     text = baseline.model_dump_json(indent=1) + "\n"
-    atomic_write_text(path, text)
     hist = history_dir(path)
     stamp = baseline.provenance.date.strftime("%Y%m%dT%H%M%S")
     commit = (baseline.provenance.git_commit or "nocommit")[:10]
     atomic_write_text(hist / f"{stamp}-{commit}.json", text)
+    atomic_write_text(path, text)
     for old in sorted(hist.glob("*.json"))[:-keep]:
         old.unlink(missing_ok=True)
 
 
-def load_history(path: Path) -> list[Baseline]:
-    """The kept baselines for this file, oldest first (unreadable ones are skipped)."""
+def load_history(path: Path, on_bad: Callable[[str], None] | None = None) -> list[Baseline]:
+    """The kept baselines for this file, oldest first.
+
+    A bad entry (unreadable, not UTF-8, invalid) raises :class:`BaselineError` naming it;
+    with ``on_bad``, it is skipped and ``on_bad`` gets one line naming it instead (a perf
+    run must not be stopped by one corrupt earlier run: it only loses that run's pooling).
+    """
     out = []
     for f in sorted(history_dir(path).glob("*.json")):
         try:
             b = load_baseline(f)
-        except BaselineError:
+        except BaselineError as exc:
+            if on_bad is None:
+                raise
+            on_bad(f"specperf: skipped a kept earlier run: {one_line(str(exc))}")
             continue
         if b is not None:
             out.append(b)

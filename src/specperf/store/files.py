@@ -1,21 +1,28 @@
 """Result files on disk: read a run or a baseline with errors that name the file, the
 field and the fix; write any file atomically (temp file in the same directory, fsync,
 rename), so an interrupted run never leaves half a file.
+
+Everything a file can be instead of a specperf file ends in :class:`BaselineError`, never
+another exception: unreadable, not UTF-8 (a binary file), not JSON, JSON nested deeper
+than the reader recurses, a number too long to read, a ``schema_version`` this specperf
+does not read (newer: upgrade; older: re-record), or a field out of its bounds
+(specperf.schemas). The bad-input table is docs/bad-input.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, RootModel, ValidationError
 
-from specperf.schemas import Baseline, RunResult
+from specperf.schemas import MIN_SCHEMA_VERSION, SCHEMA_VERSION, Baseline, RunResult
 
 
 class BaselineError(ValueError):
@@ -26,7 +33,9 @@ def _describe(err: ValidationError, path: Path, what: str) -> str:
     lines = [f"{path}: not a valid {what} file ({err.error_count()} problem(s))"]
     for e in err.errors()[:10]:
         where = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        lines.append(f"  field `{where}`: {e['msg']}")
+        got = e.get("input")
+        shown = f" (got {got!r})" if isinstance(got, (int, float, str)) and len(repr(got)) < 40 else ""
+        lines.append(f"  field `{where}`: {e['msg']}{shown}")
     lines.append(
         "  fix: restore it from version control (git checkout -- FILE) or record a new one "
         "with --perf-update-baselines"
@@ -34,23 +43,97 @@ def _describe(err: ValidationError, path: Path, what: str) -> str:
     return "\n".join(lines)
 
 
-def read_model(path: Path, model: type[BaseModel], what: str) -> BaseModel:
-    """Read a JSON file into a model; errors name the file and the field."""
+def _decode(raw: bytes, path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read {what}: {exc}") from None
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {raw[exc.start:exc.start + 1]!r}) — "
+            "a binary or corrupted file, not a specperf run or baseline; give the run.json or "
+            "baseline file, or restore it from version control"
+        ) from None
+
+
+def _parse(text: str, path: Path) -> Any:
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}) — "
             "the file is truncated or hand-edited; restore it from version control"
         ) from None
+    except RecursionError:
+        raise BaselineError(
+            f"{path}: JSON nested deeper than the reader allows — not a specperf run or "
+            "baseline (those nest a few levels); give the run.json or baseline file"
+        ) from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise BaselineError(
+            f"{path}: unreadable JSON value ({exc}) — the file is corrupted or hand-edited; "
+            "restore it from version control"
+        ) from None
+
+
+def check_schema_version(data: Any, path: Path) -> None:
+    """Refuse a file of a schema this specperf does not read, before its fields are: a
+    newer file's fields may differ, and "unknown field" would hide the real fix."""
+    if not isinstance(data, dict) or "schema_version" not in data:
+        return  # the model reports a missing or misplaced field by name
+    v = data["schema_version"]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BaselineError(
+            f"{path}: field `schema_version` is {v!r}, not an integer — the file is hand-edited "
+            f"or not a specperf file; specperf {SCHEMA_VERSION} writes {SCHEMA_VERSION}")
+    if v > SCHEMA_VERSION:
+        raise BaselineError(
+            f"{path}: field `schema_version` is {v}: written by a newer specperf (this one reads "
+            f"{MIN_SCHEMA_VERSION}..{SCHEMA_VERSION}): upgrade specperf (pip install -U specperf)")
+    if v < MIN_SCHEMA_VERSION:
+        writer = (data.get("provenance") or {}).get("specperf_version") if isinstance(
+            data.get("provenance"), dict) else None
+        raise BaselineError(
+            f"{path}: field `schema_version` is {v}, older than any this specperf reads "
+            f"({MIN_SCHEMA_VERSION}..{SCHEMA_VERSION}); there is no migration from it — "
+            "record the baseline again with `pytest <profile> --perf-update-baselines`, or read "
+            "it with the specperf that wrote it"
+            + (f" (pip install 'specperf=={writer}')" if isinstance(writer, str) else ""))
+
+
+def one_line(message: str) -> str:
+    """A multi-line BaselineError as one line: the file, the first field, the fix."""
+    # A run-or-baseline file is validated as a tagged union; drop the tag from field paths.
+    message = re.sub(r"`specperf-(?:run|baseline)\.", "`", str(message))
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else str(message)
+    fields = [ln for ln in lines[1:] if ln.startswith("field")]
+    fixes = [ln for ln in lines[1:] if ln.startswith("fix")]
+    out = lines[0]
+    if fields:
+        out += f": {fields[0]}"
+        if len(fields) > 1:
+            out += f" (and {len(fields) - 1} more)"
+    if fixes:
+        out += f"; {fixes[0]}"
+    return out
+
+
+def read_model(path: Path, model: type[BaseModel], what: str) -> BaseModel:
+    """Read a JSON file into a model; errors name the file and the field."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    data = _parse(_decode(raw, path), path)
+    check_schema_version(data, path)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise BaselineError(_describe(exc, path, what)) from None
+    except RecursionError:  # nesting json.loads took but validation did not
+        raise BaselineError(
+            f"{path}: JSON nested deeper than the reader allows — not a specperf {what} file"
+        ) from None
 
 
 def _read_umask() -> int:

@@ -24,8 +24,11 @@ def test_acceptance_floor_pass_and_fail(build_case) -> None:
 
 
 def test_acceptance_vs_baseline_catches_one_token_in_a_thousand(build_case) -> None:
-    base = build_case(acceptance=acc(500, [600, 400]))  # 1000 accepted of 1000
-    cur = build_case(acceptance=acc(500, [600, 399]))
+    # 1000 accepted of 1000 drafted (600 drafts: no position accepts more than were drafted)
+    base = build_case(acceptance=Acceptance(drafts=600, draft_tokens=1000, accepted_tokens=1000,
+                                            accepted_per_position=[600, 400]))
+    cur = build_case(acceptance=Acceptance(drafts=600, draft_tokens=1000, accepted_tokens=999,
+                                           accepted_per_position=[600, 399]))
     checks = gate.check_acceptance(cur, AcceptanceGate(baseline_tolerance=0.0), base)
     overall = next(c for c in checks if c.metric == "acceptance_rate vs baseline")
     assert overall.outcome == "fail"

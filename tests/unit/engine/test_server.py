@@ -29,7 +29,11 @@ def test_argv_is_a_list_bound_to_loopback() -> None:
     assert "--speculative-config" not in server.build_argv("/py", "m", 1, None, [])
 
 
-def test_env_keeps_caches_in_the_run_dir(tmp_path: Path) -> None:
+def test_env_keeps_caches_in_the_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A user's own cache settings win (setdefault); an import of torch/vLLM earlier in this
+    # test process may have set them, so the test starts from an environment without them.
+    for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR"):
+        monkeypatch.delenv(key, raising=False)
     env = server.run_env(tmp_path, {"X": "1"}, offline=True)
     for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
         assert env[key].startswith(str(tmp_path)) and Path(env[key]).is_dir()

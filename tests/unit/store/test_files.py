@@ -76,3 +76,20 @@ def test_atomic_write_gives_a_shareable_mode_and_keeps_an_existing_one(tmp_path:
     kept.chmod(0o640)
     atomic_write_text(kept, "new")
     assert stat_mod.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "new"
+
+
+@pytest.mark.parametrize(("content", "expect"), [
+    (b"\xff\xfe\x00\x00", "not UTF-8 text"),
+    (b'{"kind": "specperf-run", "x": ' + b"9" * 5000 + b"}", "unreadable JSON value"),
+    (b"[" * 50_000 + b"]" * 50_000, "nested deeper"),
+    (b'{"kind": "specperf-run", "schema_version": 2}', "upgrade specperf (pip install -U"),
+    (b'{"kind": "specperf-run", "schema_version": 0}', "--perf-update-baselines"),
+    (b'{"kind": "specperf-run", "schema_version": "1"}', "not an integer"),
+], ids=["binary", "long-int", "deep", "newer", "older", "string-version"])
+def test_every_unreadable_file_is_a_baseline_error(tmp_path: Path, content: bytes,
+                                                   expect: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    with pytest.raises(BaselineError) as err:
+        load_result(path)
+    assert str(path) in str(err.value) and expect in str(err.value)

@@ -1,0 +1,61 @@
+"""The values of specperf's pytest options (registered by specperf.plugin), parsed with
+their bounds: argparse calls these as ``type=``, so a bad value is pytest's usage error
+(exit 4) naming the option — ``argument --perf-repeats: … — fix: …``.
+
+Here, in config, with the profile's own bounds, because they are the same rules: a
+number that would silently turn a gate or a measurement off is refused, never read as
+something else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def parse_repeats(text: str) -> int:
+    """--perf-repeats: trials per case, at least 1."""
+    # 0 used to fall back to the profile's repeats and -1 ran no trial at all: both are
+    # refused rather than silently meaning something else.
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of trials per case, got {text!r} — fix: e.g. "
+            "--perf-repeats 5") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(
+            f"{n} trials per case measures nothing — fix: at least 1 (e.g. --perf-repeats 5), "
+            "or leave it out for the profile's repeats")
+    return n
+
+
+def parse_cores(text: str) -> float:
+    """--perf-max-outside-cores: any finite number (≤ 0 turns the contention guard off)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+        bad = "not a number"
+    else:
+        bad = "not a finite number"
+    if not math.isfinite(x):
+        # nan compares false with everything: the guard would never fire, silently.
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is {bad} — fix: a number of cores, e.g. 0.25; 0 turns the guard off")
+    return x
+
+
+def parse_retry_cap(text: str) -> int:
+    """--perf-retry-inconclusive=CAP: the most trials a case may get, at least 2 (that it
+    exceeds the repeats is checked against the profile, by PerfSession.check_options)."""
+    try:
+        cap = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of trials, got {text!r}: write --perf-retry-inconclusive=CAP, "
+            "or put the bare option after the test paths") from None
+    if cap < 2:
+        raise argparse.ArgumentTypeError(f"the cap is the most trials per case, at least 2, "
+                                         f"not {cap}")
+    return cap

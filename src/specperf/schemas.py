@@ -401,6 +401,37 @@ class ServerRecord(_Model):
     error: str | None = None
 
 
+class TimeBreakdown(_Model):
+    """Where a run's wall time went, in seconds (specperf.engine.clock.RunClock). Each
+    second is in one bucket: a warm-up is not also a trial; ``other_s`` is what no bucket
+    claimed (pytest and collection, comparisons while measuring, loading the baseline)."""
+
+    wall_s: NonNegative = Field(description="the run's wall time: pytest start to the run file")
+    server_starts_s: NonNegative = Field(
+        0.0, description="starting vLLM servers (tiny models and vocabulary preflight included)")
+    trials_s: NonNegative = Field(0.0, description="measured trials (paired no-spec ones too)")
+    warmups_s: NonNegative = Field(0.0, description="warm-up requests before a trial")
+    remeasures_s: NonNegative = Field(
+        0.0, description="attempts discarded for outside CPU load and measured again, whole")
+    restarts_s: NonNegative = Field(
+        0.0, description="fresh-server confirmation: stopping and starting the server again")
+    reports_s: NonNegative = Field(
+        0.0, description="comparing with the baseline and writing the reports")
+    shutdown_s: NonNegative = Field(0.0, description="stopping servers")
+    other_s: NonNegative = Field(0.0, description="wall time no other bucket claimed")
+
+    @property
+    def quiet_s(self) -> float:
+        """What a run costs on a quiet machine with nothing flagged: starts, trials,
+        warm-ups."""
+        return self.server_starts_s + self.trials_s + self.warmups_s
+
+    @property
+    def quiet_ratio(self) -> float | None:
+        """Wall time over :attr:`quiet_s` (None when that is 0)."""
+        return self.wall_s / self.quiet_s if self.quiet_s > 0 else None
+
+
 class RunResult(_Model):
     """The one result object every renderer (console, markdown, JSON, plots) views."""
 
@@ -426,6 +457,9 @@ class RunResult(_Model):
     retry_inconclusive: int | None = Field(
         None, ge=0, description="the per-case trial cap of --perf-retry-inconclusive (None: off)"
     )
+    time_breakdown: TimeBreakdown | None = Field(
+        None, description="where the run's wall time went (absent: written before specperf "
+                          "recorded it, or not by a perf run)")
 
     @field_validator("cases")
     @classmethod
@@ -434,7 +468,8 @@ class RunResult(_Model):
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("compare_rules", "retry_inconclusive"))
+        return _without_unset(self, handler, ("compare_rules", "retry_inconclusive",
+                                               "time_breakdown"))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

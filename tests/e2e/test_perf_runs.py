@@ -174,6 +174,16 @@ def test_full_run_records_baseline(recorded: tuple[subprocess.CompletedProcess[s
     # The table was printed and no acceptance row exists for the no-spec config.
     assert "specperf measurements" in out and "specperf gate checks" in out
     assert not any(c.case.config_id == "nospec" and c.gate == "acceptance" for c in run.checks)
+    # Where the time went (#13): each part of the run in its bucket; no baseline, so no
+    # confirmation restart; the rest is "other"; the line is printed.
+    t = run.time_breakdown
+    assert t is not None
+    assert min(t.server_starts_s, t.trials_s, t.warmups_s, t.reports_s, t.shutdown_s) > 0, t
+    assert t.restarts_s == 0, t
+    parts = (t.server_starts_s + t.trials_s + t.warmups_s + t.remeasures_s + t.reports_s
+             + t.shutdown_s + t.other_s)
+    assert parts == pytest.approx(t.wall_s), t
+    assert re.search(r"^time: \S+ s = server starts ", out, re.M), out
 
     base_file = ws.baselines / "cpu-ci" / f"{run.provenance.hardware_id}.json"
     base = Baseline.model_validate_json(base_file.read_text())

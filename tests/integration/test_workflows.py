@@ -325,8 +325,8 @@ def test_ci_workflow_runs_lint_and_tests() -> None:
     assert {"push", "pull_request"} <= _triggers(wf)
     assert "pull_request_target" not in _triggers(wf)
     runs = {job_id: [s.get("run", "") for s in job["steps"]] for job_id, job in wf["jobs"].items()}
-    assert "python -m pip install nox && nox -s lint" in runs["lint"]
-    assert "python -m pip install nox && nox -s tests" in runs["tests"]
+    assert 'python -m pip install "nox[uv]" && nox -s lint' in runs["lint"]
+    assert 'python -m pip install "nox[uv]" && nox -s tests' in runs["tests"]
     for job in wf["jobs"].values():
         assert "self-hosted" not in str(job["runs-on"])
 
@@ -463,3 +463,78 @@ def test_report_script_without_runs_fails(tmp_path: Path,
     assert proc.returncode == 1 and "no run.json" in proc.stderr
     assert "no shard produced a run file" in summary.read_text()
     assert not log.exists()
+
+
+# --- the setup commands and the noxfile --------------------------------------------------
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.startswith("python -m pip install")]
+    assert len(commands) == 2 and commands[0].endswith("nox -s perf")
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line and not line.startswith(("#", "set ", "cd "))]
+    assert ci == [commands[1]] and commands[1].endswith("nox -s tests")
+
+
+@pytest.fixture(scope="module")
+def noxfile() -> Any:
+    """noxfile.py as a module. nox itself is not in the tests' venv: a stand-in gives the
+    module what it touches at import (options, the session decorator); the functions
+    tested are pure."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    stub = SimpleNamespace(options=SimpleNamespace(), session=lambda f: f, Session=object)
+    saved = sys.modules.get("nox")
+    sys.modules["nox"] = stub  # type: ignore[assignment]
+    try:
+        spec = importlib.util.spec_from_file_location("specperf_noxfile", ROOT / "noxfile.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            sys.modules.pop("nox", None)
+        else:
+            sys.modules["nox"] = saved
+    assert stub.options.default_venv_backend == "uv|venv"  # uv when installed, else venv
+    return module
+
+
+#: `pip config list` on a machine with local mirrors (this one's shape, other paths).
+PIP_CONFIG_LIST = """\
+global.cert='certs/ca.pem'
+global.constraint='constraints.txt more-constraints.txt'
+global.extra-index-url='https://mirror.example/simple file:///srv-mirror/simple'
+global.find-links='wheels'
+install.find-links='install-wheels'
+:env:.default-timeout='180'
+:env:.disable-pip-version-check='1'
+:env:.find-links='env-wheels other-wheels'
+global.only-binary=':all:'
+"""
+
+
+def test_pips_settings_reach_uv_as_its_own_variables(noxfile: Any) -> None:
+    settings = noxfile._pip_settings(PIP_CONFIG_LIST)  # noqa: SLF001
+    # A PIP_* variable over [install] over [global], as pip applies them.
+    assert settings["find-links"] == "env-wheels other-wheels"
+    env, untranslated = noxfile._uv_env(settings, {})  # noqa: SLF001
+    assert env == {
+        "SSL_CERT_FILE": "certs/ca.pem",
+        "UV_CONSTRAINT": "constraints.txt more-constraints.txt",
+        "UV_EXTRA_INDEX_URL": "https://mirror.example/simple file:///srv-mirror/simple",
+        "UV_FIND_LINKS": "env-wheels,other-wheels",  # uv separates them by commas
+        "UV_HTTP_TIMEOUT": "180",
+        "UV_INDEX_STRATEGY": "unsafe-best-match",  # pip's: the best version of any index
+    }
+    assert untranslated == ["only-binary"]  # said in the session log, not dropped silently
+
+
+def test_the_users_own_uv_settings_win(noxfile: Any) -> None:
+    settings = noxfile._pip_settings("global.index-url='https://corp.example/simple'\n")  # noqa: SLF001
+    env, _ = noxfile._uv_env(settings, {"UV_INDEX_URL": "https://mine.example/simple"})  # noqa: SLF001
+    assert env == {}
+    env, _ = noxfile._uv_env(settings, {})  # noqa: SLF001
+    assert env == {"UV_INDEX_URL": "https://corp.example/simple"}  # no extra index: uv's own strategy

@@ -4,14 +4,20 @@ tests/integration/test_collection.py, tests/integration/test_bad_profiles.py, te
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from specperf import plugin
+from specperf.engine.clock import RunClock
 from specperf.engine.servers import FaultInjection
 from specperf.engine.session import PerfOptions, PerfSession, SessionError
-from tests.support import CPU_CI_PROFILE, REPO_ROOT
+from specperf.report.console import time_lines
+from specperf.schemas import RunResult
+from specperf.store.files import load_result
+from tests.support import CPU_CI_PROFILE, REPO_ROOT, make_case
 
 
 def test_option_is_registered_by_the_plugin(pytestconfig: pytest.Config) -> None:
@@ -53,3 +59,54 @@ def test_a_kind_without_cases_says_which_gate_would_give_it_some(kind: str) -> N
     reason = plugin.no_cases_reason("p", kind)
     assert reason.startswith(f"profile 'p' has no {kind} cases")
     assert "gates." in reason
+
+
+# -- the end of a run ----------------------------------------------------------------------
+
+
+class _Writer:
+    fullwidth, hasmarkup = 120, False
+
+
+class _Terminal:
+    """What PerfRun.summary writes to (pytest's terminal reporter), kept as lines."""
+
+    def __init__(self) -> None:
+        self._tw = _Writer()
+        self.lines: list[str] = []
+
+    def section(self, title: str) -> None:
+        self.lines.append(f"== {title} ==")
+
+    def write(self, text: str) -> None:
+        self.lines.extend(text.splitlines())
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_the_run_file_and_the_summary_say_where_the_time_went(
+        tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shutdown and reports are charged by the plugin, the breakdown is in run.json (the
+    reports' own time included) and its lines end the summary, before the run directory."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    ticks = itertools.count()  # every read of the clock is a second later
+    ps = _session(tmp_path)
+    ps.clock = RunClock(lambda: float(next(ticks)))
+    case = make_case("nospec", spec=False)
+    ps.measurer.results[case.case] = case  # measured, as far as the plugin can tell
+    perf = plugin.PerfRun(ps, progress=None)  # type: ignore[arg-type]
+    perf.finish(SimpleNamespace(exitstatus=0), 0)  # type: ignore[arg-type]
+    saved = load_result(tmp_path / "run" / "run.json")
+    assert isinstance(saved, RunResult)
+    t = saved.time_breakdown
+    assert t is not None and t == perf.run[0].time_breakdown
+    assert t.reports_s > 0 and t.shutdown_s > 0
+    assert t.server_starts_s == t.trials_s == t.warmups_s == 0 and t.quiet_ratio is None
+    assert t.other_s == pytest.approx(t.wall_s - t.reports_s - t.shutdown_s)
+    term = _Terminal()
+    perf.summary(term, pytestconfig)
+    assert term.lines[-1].startswith("run directory: ")
+    assert term.lines[-2].startswith(("time: ", "  "))
+    assert [line for line in term.lines if line.startswith("time: ")] == [
+        time_lines(t, 120)[0]]

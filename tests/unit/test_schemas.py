@@ -12,8 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from specperf.schemas import Acceptance, Baseline, RequestSample, Summary
-from tests.support import make_baseline
+from specperf.schemas import (
+    Acceptance,
+    Baseline,
+    RequestSample,
+    RunResult,
+    Summary,
+    TimeBreakdown,
+)
+from tests.support import make_baseline, make_case, make_run
 
 finite = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
 #: Any float a corrupt or hand-edited file can carry that is not a measurement.
@@ -108,3 +115,31 @@ def test_a_schema_version_this_specperf_does_not_read_is_refused(version: int) -
     data["schema_version"] = version
     with pytest.raises(ValidationError, match="schema_version"):
         Baseline.model_validate(data)
+
+
+TIMES = TimeBreakdown(wall_s=412.0, server_starts_s=184.0, trials_s=156.0, warmups_s=21.0,
+                      reports_s=6.0, shutdown_s=4.0, other_s=41.0)
+
+
+def test_a_run_keeps_its_time_breakdown_through_json() -> None:
+    run = make_run([make_case()], time_breakdown=TIMES)
+    back = RunResult.model_validate_json(run.model_dump_json())
+    assert back.time_breakdown == TIMES
+    assert back.time_breakdown is not None and back.time_breakdown.quiet_ratio == 412 / 361
+
+
+def test_a_run_without_a_time_breakdown_is_written_as_before() -> None:
+    """Files written before the breakdown existed load, and a run without one is written
+    without the key (byte-identical to an older specperf's)."""
+    run = make_run([make_case()])
+    data = json.loads(run.model_dump_json())
+    assert "time_breakdown" not in data
+    assert RunResult.model_validate(data).time_breakdown is None
+
+
+@pytest.mark.parametrize("field", ["wall_s", "trials_s", "other_s"])
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_a_negative_or_non_finite_time_is_refused(field: str, bad: float) -> None:
+    data = {**TIMES.model_dump(), field: bad}
+    with pytest.raises(ValidationError, match=field):
+        TimeBreakdown.model_validate(data)

@@ -19,6 +19,7 @@ from specperf.analysis import outside_load
 from specperf.analysis.aggregate import case_result
 from specperf.config.profile import Profile, ServerConfig
 from specperf.engine.baseline_context import BaselineContext
+from specperf.engine.clock import RESTARTS, RunClock
 from specperf.engine.observer import RunObserver
 from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_line
 from specperf.engine.servers import ServerPool
@@ -91,6 +92,8 @@ class CaseMeasurer:
     paired: dict[Case, CaseResult] = field(default_factory=dict)
     paired_errors: dict[Case, str] = field(default_factory=dict)
     measure_errors: dict[Case, str] = field(default_factory=dict)
+    #: Where the run's time goes: a confirmation's restart is charged here.
+    clock: RunClock = field(default_factory=RunClock)
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         """Concurrencies at which this spec config runs paired no-spec trials: where a
@@ -190,7 +193,9 @@ class CaseMeasurer:
         for c in concurrencies:
             run.trials[c] = [t.model_copy(update={"server_start": 0}) for t in run.trials[c]]
         try:
-            run.server = self.pool.restart(run.cfg.id)
+            # The stop and the start are the restart's (whole), not a shutdown and a start.
+            with self.clock.phase(RESTARTS, whole=True):
+                run.server = self.pool.restart(run.cfg.id)
         except ServerError as exc:
             return exc.cause
         run.start = 1

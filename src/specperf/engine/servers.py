@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specperf.config.profile import TINY_PREFIX, Profile
+from specperf.engine.clock import SERVER_STARTS, SHUTDOWN, RunClock
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.preflight import preflight_spec
 from specperf.engine.proxy import DelayProxy
@@ -82,6 +83,8 @@ class ServerPool:
     #: How many times each config's server has been started (2 after a confirmation).
     starts: dict[str, int] = field(default_factory=dict)
     proxies: dict[str, DelayProxy] = field(default_factory=dict)
+    #: Where the run's time goes: server starts and stops are charged here.
+    clock: RunClock = field(default_factory=RunClock)
     _tiny_paths: dict[str, Path] | None = None
 
     def __post_init__(self) -> None:
@@ -106,7 +109,8 @@ class ServerPool:
                 self.record_error(config_id, exc)
                 raise
             return server
-        return self._start(config_id)
+        with self.clock.phase(SERVER_STARTS):
+            return self._start(config_id)
 
     def _start(self, config_id: str) -> VllmServer:
         p = self.profile
@@ -218,13 +222,14 @@ class ServerPool:
             raise
 
     def stop(self, config_id: str) -> None:
-        proxy = self.proxies.pop(config_id, None)
-        if proxy is not None:
-            proxy.stop()
-        server = self.servers.pop(config_id, None)
-        if server is not None:
-            server.stop()
-            self.say(f"specperf: stopped vLLM for {config_id}")
+        with self.clock.phase(SHUTDOWN):
+            proxy = self.proxies.pop(config_id, None)
+            if proxy is not None:
+                proxy.stop()
+            server = self.servers.pop(config_id, None)
+            if server is not None:
+                server.stop()
+                self.say(f"specperf: stopped vLLM for {config_id}")
 
     def stop_all(self) -> None:
         for cid in list(self.servers):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from specperf.analysis import gate
 from specperf.config.profile import Profile, ServerConfig, load_profile
 from specperf.engine.baseline_context import BaselineContext
+from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
@@ -103,6 +104,8 @@ class PerfSession:
     tpot_gain_wanted: set[Case] = field(default_factory=set)
     checks: list[GateCheck] = field(default_factory=list)
     started_at: object = field(default_factory=utcnow)
+    #: Where the run's wall time goes (the pool, the trials and the measurer charge it).
+    clock: RunClock = field(default_factory=RunClock)
     _baselines: BaselineContext | None = None
     _provenance: Provenance | None = None
     _prompts: list[str] | None = None
@@ -146,7 +149,7 @@ class PerfSession:
     def pool(self) -> ServerPool:
         return ServerPool(
             self.profile, self.options.run_dir, self.options.models_cache, say=self.say,
-            observer=self.view, fault=self.options.fault,
+            observer=self.view, fault=self.options.fault, clock=self.clock,
             expected_acceptance=lambda cid: self.baselines.expected_acceptance(cid),
             cases_of=lambda cid: [Case(config_id=cid, concurrency=c)
                                   for c in sorted(self.wanted.get(cid, ()))],
@@ -155,11 +158,11 @@ class PerfSession:
     @cached_property
     def measurer(self) -> CaseMeasurer:
         runner = TrialRunner(self.profile, self.pool, self.view, self.prompts,
-                             self.max_outside_cores, say=self.say)
+                             self.max_outside_cores, say=self.say, clock=self.clock)
         return CaseMeasurer(
             self.profile, self.pool, runner, self.view, lambda: self.baselines, self.repeats,
             retry_cap=self.retry_cap, say=self.say, wanted=self.wanted,
-            tpot_gain_wanted=self.tpot_gain_wanted,
+            tpot_gain_wanted=self.tpot_gain_wanted, clock=self.clock,
         )
 
     @property
@@ -378,6 +381,10 @@ class PerfSession:
             compare_rules=self.profile.compare,
             retry_inconclusive=self.retry_cap,
         )
+
+    def with_time_breakdown(self, run: RunResult) -> RunResult:
+        """``run`` with where the wall time went so far (phases still open count up to now)."""
+        return run.model_copy(update={"time_breakdown": self.clock.breakdown()})
 
     def updated_baseline(self, run: RunResult) -> Baseline:
         """The run's cases over the old baseline's (a `-k` subset keeps the rest)."""

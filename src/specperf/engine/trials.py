@@ -4,11 +4,12 @@ guarded against outside CPU load (specperf.engine.contention.measure_guarded).""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specperf.analysis.aggregate import make_trial
 from specperf.config.profile import Profile
 from specperf.engine import contention
+from specperf.engine.clock import REMEASURES, TRIALS, WARMUPS, Phase, RunClock
 from specperf.engine.load import run_load
 from specperf.engine.observer import RunObserver
 from specperf.engine.scrape import counter_delta, fetch_counters
@@ -28,6 +29,8 @@ class TrialRunner:
     #: The contention guard's limit (≤ 0 = off).
     max_outside_cores: float
     say: Callable[[str], None] = print
+    #: Where the run's time goes: measured load, warm-ups and discarded attempts.
+    clock: RunClock = field(default_factory=RunClock)
 
     def trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
               case: Case | None = None, paired: bool = False) -> Trial:
@@ -39,16 +42,22 @@ class TrialRunner:
         shown = case or Case(config_id=server.config_id, concurrency=concurrency)
         limit = self.max_outside_cores
         retries = self.profile.load.contended_retries
+        attempts: list[Phase] = []
+
+        def attempt(n: int) -> Trial:
+            with self.clock.phase(TRIALS) as timed:
+                attempts.append(timed)
+                # The server is warm after the first attempt: warm-up requests only once.
+                return self._attempt(server, concurrency, index, warmup and n == 0, shown, paired)
 
         def discarded(trial: Trial, n: int) -> None:
+            # Known only once it ran: the whole attempt, its warm-up too, was for nothing.
+            self.clock.recharge(attempts[-1], REMEASURES)
             self.say(f"specperf: {shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
                      f" ran under outside CPU load {trial.outside_cores:.2f} cores (limit "
                      f"{limit:g}): measuring it again ({n}/{retries})")
 
-        trial = contention.measure_guarded(
-            # The server is warm after the first attempt: warm-up requests only once.
-            lambda n: self._attempt(server, concurrency, index, warmup and n == 0, shown, paired),
-            limit, retries, on_discard=discarded)
+        trial = contention.measure_guarded(attempt, limit, retries, on_discard=discarded)
         self.observer.trial_done()
         return trial
 
@@ -64,9 +73,10 @@ class TrialRunner:
             # Before the counters are read: warmup requests draft and accept tokens too,
             # and counting them would make a case's acceptance depend on how many trials
             # share the one warmup (5 trials vs 10, or a retried case).
-            run_load(url, model, prompts, p.sampling, concurrency, 0,
-                     warmup_requests=warmup_requests,
-                     request_timeout_s=p.load.request_timeout_s)
+            with self.clock.phase(WARMUPS):
+                run_load(url, model, prompts, p.sampling, concurrency, 0,
+                         warmup_requests=warmup_requests,
+                         request_timeout_s=p.load.request_timeout_s)
         started = utcnow()
         before = fetch_counters(self.pool.metrics_url(server))
         # Every server of the session is the suite's own load, not a neighbour's (an idle

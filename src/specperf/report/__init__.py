@@ -72,6 +72,7 @@ def write_all(
     baseline_label: str | None = None,
     step_summary: bool = True,
     strict: bool = True,
+    stamp: Callable[[RunResult], RunResult] | None = None,
 ) -> dict[str, Path]:
     """Write every artifact of a run into ``out_dir``; returns name → path.
 
@@ -79,6 +80,11 @@ def write_all(
     ``plot:<key>`` for each chart. With ``strict=False`` (what the pytest plugin wants) a
     renderer that fails is reported as a warning and the others are still written, so one
     bad chart never costs the run its report.
+
+    ``stamp`` (the plugin's: the run's time breakdown) is called once the files above are
+    rendered; what it returns is written over run.json and is what the job summary shows,
+    so the time the reports took is in the run file. run.json is written first all the
+    same: a run interrupted while its charts render keeps its run file.
     """
     # scipy (console, markdown and html import compare): `import specperf.report` stays cheap
     from specperf.report import console, html, markdown, plots
@@ -97,11 +103,11 @@ def write_all(
                           f"{type(exc).__name__}: {exc}", stacklevel=3)
             return None
 
-    def write_run() -> None:
-        atomic_write_text(out / "run.json", run.model_dump_json(indent=1) + "\n")
+    def write_run(result: RunResult) -> None:
+        atomic_write_text(out / "run.json", result.model_dump_json(indent=1) + "\n")
         written["run"] = out / "run.json"
 
-    step("run file", write_run)
+    step("run file", lambda: write_run(run))
 
     if comparison is None and baseline is not None:
         from specperf.analysis.compare import compare_runs  # scipy, as above
@@ -163,6 +169,12 @@ def write_all(
     step("markdown report", write_md)
     step("HTML report", write_html)
     step("text report", write_text)
+    if stamp is not None:
+        finish = stamp
+        stamped = step("time breakdown", lambda: finish(run))
+        if stamped is not None:
+            run = stamped
+            step("run file", lambda: write_run(stamped))
     _readable([p for k, p in written.items() if k != "step_summary" and not k.startswith("plot:")])
     if step_summary:
         summary = step("GitHub step summary",

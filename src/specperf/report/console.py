@@ -31,7 +31,14 @@ from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.config import settings
-from specperf.schemas import Baseline, CaseResult, GateCheck, Provenance, RunResult
+from specperf.schemas import (
+    Baseline,
+    CaseResult,
+    GateCheck,
+    Provenance,
+    RunResult,
+    TimeBreakdown,
+)
 
 __all__ = [
     "checks_table",
@@ -42,6 +49,7 @@ __all__ = [
     "render_comparison",
     "render_run",
     "render_summary",
+    "time_lines",
     "want_color",
 ]
 
@@ -243,6 +251,38 @@ def provenance_line(p: Provenance, provisional: bool = True) -> str:
         parts.append(f"commit {p.git_commit[:10]}")
     line = " · ".join(parts)
     return line + (f" · PROVISIONAL: {p.provisional}" if p.provisional and provisional else "")
+
+
+#: TimeBreakdown's buckets as the time line names them, in its order.
+TIME_PARTS = (("server_starts_s", "server starts"), ("trials_s", "trials"),
+              ("warmups_s", "warm-ups"), ("remeasures_s", "re-measures"),
+              ("restarts_s", "confirmation restarts"), ("reports_s", "reports"),
+              ("shutdown_s", "shutdown"), ("other_s", "other"))
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.1f} s" if 0.05 <= s < 9.95 else f"{s:.0f} s"
+
+
+def time_lines(t: TimeBreakdown, width: int | None = None) -> list[str]:
+    """Where a run's wall time went, e.g. 'time: 412 s = server starts 184 s · trials 156 s
+    · … · other 41 s (1.14× starts+trials+warm-ups)'; wrapped at the ' · ' between parts
+    into lines of at most ``width`` columns (two at 120, three at 80)."""
+    ratio = t.quiet_ratio
+    parts = [f"{label} {_seconds(getattr(t, key))}" for key, label in TIME_PARTS]
+    parts[-1] += (f" ({ratio:.2f}× starts+trials+warm-ups)" if ratio is not None
+                  else " (no server started, nothing measured)")
+    head = f"time: {_seconds(t.wall_s)} = "
+    if width is None:
+        return [head + " · ".join(parts)]
+    lines, line = [], head + parts[0]
+    for part in parts[1:]:
+        if len(line) + 3 + len(part) > width:
+            lines.append(line + " ·")
+            line = "  " + part
+        else:
+            line += " · " + part
+    return [*lines, line]
 
 
 def render_run(run: RunResult, width: int | None = None, color: bool | None = None) -> str:

@@ -20,7 +20,13 @@ from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparis
 from specperf.analysis.power import repeats_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.config import settings
-from specperf.report.console import delta_text, fmt_value, provenance_line, spread_text
+from specperf.report.console import (
+    delta_text,
+    fmt_value,
+    provenance_line,
+    spread_text,
+    time_lines,
+)
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
 
@@ -259,6 +265,8 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         line = repeats_line(run)
         if line:
             out.append(f"_{md_escape(line)}_\n")
+    if run.time_breakdown is not None:
+        out.append(f"_{md_escape(time_lines(run.time_breakdown)[0])}_\n")
     return "\n".join(out)
 
 

@@ -13,6 +13,7 @@ from specperf.report.console import (
     render_comparison,
     render_run,
     render_summary,
+    time_lines,
     want_color,
 )
 from specperf.report.synthetic import scale_latency, synthetic_run
@@ -22,6 +23,7 @@ from specperf.schemas import (
     FreshServerConfirmation,
     InconclusiveRetry,
     RunResult,
+    TimeBreakdown,
 )
 
 ANSI = re.compile(r"\x1b\[")
@@ -169,3 +171,29 @@ def test_confirmed_case_gets_a_line(real: RunResult) -> None:
     assert (f"{first.case.id}: TPOT flagged: measured again on a fresh server (5 + 5 "
             "trials): TPOT now inconclusive") in text
     assert "fresh server" not in render_run(real, width=120, color=False)
+
+
+TIMES = TimeBreakdown(wall_s=412.4, server_starts_s=184.2, trials_s=156.0, warmups_s=21.3,
+                      reports_s=6.0, shutdown_s=4.0, other_s=40.9)
+
+
+def test_the_time_line_names_every_bucket_and_the_quiet_ratio() -> None:
+    assert time_lines(TIMES) == [
+        "time: 412 s = server starts 184 s · trials 156 s · warm-ups 21 s · re-measures 0 s "
+        "· confirmation restarts 0 s · reports 6.0 s · shutdown 4.0 s · other 41 s "
+        "(1.14× starts+trials+warm-ups)"]
+
+
+@pytest.mark.parametrize(("width", "n"), [(80, 3), (100, 3), (120, 2), (200, 1)])
+def test_the_time_line_wraps_at_its_separators(width: int, n: int) -> None:
+    lines = time_lines(TIMES, width)
+    assert len(lines) == n and all(len(line) <= width for line in lines)
+    assert " ".join(s.strip() for s in lines) == time_lines(TIMES)[0]
+    assert all(line.endswith(" ·") for line in lines[:-1])
+    assert all(line.startswith("  ") for line in lines[1:])
+
+
+def test_the_time_line_without_anything_measured() -> None:
+    line = time_lines(TimeBreakdown(wall_s=3.2, other_s=3.2))[0]
+    assert line.startswith("time: 3.2 s = server starts 0 s")
+    assert line.endswith("other 3.2 s (no server started, nothing measured)")

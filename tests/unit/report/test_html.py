@@ -16,7 +16,7 @@ from specperf.analysis.compare import compare_runs
 from specperf.report import write_all
 from specperf.report.html import render_html
 from specperf.report.synthetic import scale_latency
-from specperf.schemas import RunResult
+from specperf.schemas import RunResult, TimeBreakdown
 from specperf.store.files import load_result
 from tests.support import CPU_CI_PAIRED_RUN, CPU_TINY_RUN, unchecked
 
@@ -105,6 +105,35 @@ def test_write_all_appends_the_step_summary(real: RunResult, tmp_path: Path,
     written = write_all(real, tmp_path / "out", step_summary=True)
     assert written["step_summary"] == summary
     assert summary.read_text().startswith("## specperf · cpu-tiny")
+
+
+def test_write_all_stamps_the_run_file_after_the_other_views(
+        real: RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin's stamp (the time breakdown) sees every other view already written, and
+    its run is what run.json and the job summary hold; if it fails, run.json is the run."""
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    out = tmp_path / "out"
+    times = TimeBreakdown(wall_s=90.0, server_starts_s=40.0, trials_s=30.0, reports_s=5.0,
+                          other_s=15.0)
+    seen: list[set[str]] = []
+
+    def stamp(run: RunResult) -> RunResult:
+        seen.append({p.name for p in out.iterdir()})
+        return run.model_copy(update={"time_breakdown": times})
+
+    write_all(real, out, step_summary=True, stamp=stamp)
+    assert len(seen) == 1
+    assert {"run.json", "report.md", "report.html", "report.txt", "plots"} <= seen[0]
+    assert load_result(out / "run.json").time_breakdown == times  # type: ignore[union-attr]
+    assert "_time: 90 s = server starts 40 s" in summary.read_text()
+
+    def broken(run: RunResult) -> RunResult:
+        raise RuntimeError("no clock")
+
+    with pytest.warns(UserWarning, match="could not write the time breakdown"):
+        write_all(real, out, step_summary=False, strict=False, stamp=broken)
+    assert load_result(out / "run.json").time_breakdown is None  # type: ignore[union-attr]
 
 
 def _chromium() -> str | None:

@@ -16,7 +16,7 @@ from specperf.report.markdown import (
     write_step_summary,
 )
 from specperf.report.synthetic import SynthConfig, scale_latency, scale_throughput, synthetic_run
-from specperf.schemas import RunResult
+from specperf.schemas import RunResult, TimeBreakdown
 
 SEPARATOR = re.compile(r"^\|(?:\s*:?-{3,}:?\s*\|)+$")
 ALLOWED_TAGS = re.compile(r"</?(details|summary|sub)>")
@@ -160,3 +160,13 @@ def test_step_summary_respects_what_is_left(monkeypatch: pytest.MonkeyPatch, tmp
     summary.write_text("x" * (STEP_SUMMARY_LIMIT - 100))
     assert write_step_summary(real) is None  # no room left: nothing appended
     assert summary.stat().st_size == STEP_SUMMARY_LIMIT - 100
+
+
+def test_the_time_breakdown_closes_the_run_section(real: RunResult) -> None:
+    times = TimeBreakdown(wall_s=90.0, server_starts_s=40.0, trials_s=30.0, other_s=20.0)
+    text = render_markdown(real.model_copy(update={"time_breakdown": times}))
+    assert ("_time: 90 s = server starts 40 s · trials 30 s · warm-ups 0 s · re-measures "
+            "0 s · confirmation restarts 0 s · reports 0 s · shutdown 0 s · other 20 s "
+            "(1.29× starts+trials+warm-ups)_") in text
+    assert_valid_gfm(text)
+    assert "time:" not in render_markdown(real)

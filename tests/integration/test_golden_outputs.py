@@ -6,7 +6,8 @@ The golden files in tests/data/golden/ were written by the code before the chang
 at a9c1f20). A deliberate change to one of these outputs updates its golden file in the
 same commit, with the reason in the commit message (so far: the restart-offset figure
 left a schema description for docs/validation.md, #12; the run and baseline schemas
-gained bounds on every number, #14).
+gained bounds on every number, #14; trials gained `busy_wait_s`, the seconds waited for a
+quiet machine, #13).
 """
 
 from __future__ import annotations

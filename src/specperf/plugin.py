@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from specperf.config import settings
-from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap
+from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
 from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
 from specperf.engine.clock import REPORTS, SHUTDOWN
@@ -78,6 +78,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "than X cores meanwhile (profile: load.max_outside_cores, default "
                      f"{Load.model_fields['max_outside_cores'].default:g}; "
                      "0 or negative turns the guard off)")
+    g.addoption("--perf-busy-wait", type=parse_wait, default=None, metavar="SECONDS",
+                help="before a trial, wait at most SECONDS for other processes' CPU load to "
+                     "fall below the guard's limit (profile: load.busy_wait_s, default "
+                     f"{Load.model_fields['busy_wait_s'].default:g}; 0 does not wait)")
     g.addoption("--perf-shard", default=None, metavar="I/N",
                 help="run shard I of N (1-based): server configs are split round-robin, never "
                      "a config's cases; the no-spec config's own tests run in shard 1, and every "
@@ -252,6 +256,7 @@ def perf_options(config: pytest.Config) -> PerfOptions:
         dataset=config.getoption("--perf-dataset") or env.sharegpt,
         models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
         max_outside_cores=config.getoption("--perf-max-outside-cores"),
+        busy_wait_s=config.getoption("--perf-busy-wait"),
         retry_inconclusive=config.getoption("--perf-retry-inconclusive"),
         fault=fault,
     )

@@ -210,10 +210,16 @@ class Trial(_Model):
         None, description="which start of its server measured it when the case was measured "
                           "on more than one (fresh-server confirmation): 0 the first, 1 the "
                           "fresh one; None = the only one")
+    busy_wait_s: NonNegative | None = Field(
+        None, description="seconds spent before this trial and its re-measurements checking "
+                          "the outside load and waiting for it to fall below "
+                          "load.max_outside_cores (at most load.busy_wait_s plus one window); "
+                          "a quiet machine's check alone is a fraction of a second; None = "
+                          "not checked (guard or wait off, load unknown, older files)")
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("server_start",))
+        return _without_unset(self, handler, ("server_start", "busy_wait_s"))
 
 
 class InconclusiveRetry(_Model):

@@ -132,6 +132,14 @@ BATTERY = [
         ("gates.budgets.ttft_tolerance", "finite number")),
     Bad("max-outside-cores-nan", edit("requests = 4", "requests = 4\nmax_outside_cores = nan"),
         ("load.max_outside_cores", "finite number")),
+    Bad("busy-wait-negative", edit("requests = 4", "requests = 4\nbusy_wait_s = -1"),
+        ("load.busy_wait_s", "greater than or equal to 0")),
+    Bad("busy-wait-nan", edit("requests = 4", "requests = 4\nbusy_wait_s = nan"),
+        ("load.busy_wait_s", "finite number")),
+    Bad("busy-wait-inf", edit("requests = 4", "requests = 4\nbusy_wait_s = inf"),
+        ("load.busy_wait_s", "finite number")),
+    Bad("busy-wait-word", edit("requests = 4", 'requests = 4\nbusy_wait_s = "a minute"'),
+        ("load.busy_wait_s", "valid number")),
     Bad("error-budget-inf", edit("requests = 4", "requests = 4\nerror_budget = inf"),
         ("load.error_budget", "finite number")),
     Bad("acceptance-rate-above-one", edit("min_rate = 0.3", "min_rate = 1.5"),
@@ -270,10 +278,13 @@ def test_pytest_reports_a_bad_profile_as_a_usage_error(tmp_path: Path, bad: Bad)
     (["--perf-repeats=-1"], ("--perf-repeats", "-1 trials", "fix:")),
     (["--perf-max-outside-cores", "nan"], ("--perf-max-outside-cores", "'nan'", "fix:")),
     (["--perf-max-outside-cores=inf"], ("--perf-max-outside-cores", "'inf'", "fix:")),
+    (["--perf-busy-wait", "-5"], ("--perf-busy-wait", "'-5' is negative", "fix:")),
+    (["--perf-busy-wait=nan"], ("--perf-busy-wait", "'nan'", "fix:")),
     (["--perf-retry-inconclusive=1"], ("--perf-retry-inconclusive", "at least 2")),
     (["--perf-retry-inconclusive=3", "--perf-repeats", "3"],
      ("--perf-retry-inconclusive=3", "already gets 3 (repeats)")),
-], ids=["repeats-0", "repeats-neg", "cores-nan", "cores-inf", "retry-1", "retry-le-repeats"])
+], ids=["repeats-0", "repeats-neg", "cores-nan", "cores-inf", "busy-wait-neg", "busy-wait-nan",
+        "retry-1", "retry-le-repeats"])
 def test_bad_options_are_usage_errors(args: list[str], says: tuple[str, ...]) -> None:
     _usage_error(pytest_co("--perf-profile", "cpu-tiny", *args), *says)
 

@@ -2,7 +2,9 @@
 
 The engine's contention guard (:mod:`specperf.engine.contention`) records per trial how
 many cores other processes used (``Trial.outside_cores``) and which attempts it measured
-again; this module only reads those records: pure functions of the result objects.
+again; this module only reads those records: pure functions of the result objects. A
+case with a kept ``contended`` trial is "busy": :func:`busy_reason` says why its latency
+checks are not measured, :func:`run_busy_summary` says it for the run.
 """
 
 from __future__ import annotations
@@ -113,3 +115,64 @@ def comparison_note(baseline: Iterable[Trial], current: Iterable[Trial]) -> str 
         return None
     return ("; ".join(sides) + ": other processes used the CPU during these trials, so a "
             "REGRESSION here may be the machine, not vLLM")
+
+
+# --------------------------------------------------------------------------- busy: not measured
+
+
+def _cores_1(x: float) -> str:
+    # One decimal, as a reader compares it with a limit like 0.25; a load that rounds to
+    # 0.0 (only possible under a limit below 0.05) keeps two significant digits instead.
+    return f"{x:.1f}" if round(x, 1) > 0 else f"{x:.2g}"
+
+
+def _contended(trials: Iterable[Trial]) -> list[float]:
+    return [t.outside_cores for t in trials if t.contended and t.outside_cores is not None]
+
+
+def _any_contended(trials: Iterable[Trial]) -> bool:
+    return any(t.contended for t in trials)
+
+
+def busy_reason(trials: Iterable[Trial], paired_trials: Iterable[Trial] = ()) -> str | None:
+    """Why a case's latency, throughput and TPOT-gain checks are not judged, or None.
+
+    None when no kept trial -- of the case (``trials``) or of its paired no-spec
+    reference (``paired_trials``) -- is ``contended``; else
+    ``"machine busy (0.6 cores from other processes)"``, where the figure is the **maximum**
+    outside load over those contended trials, to one decimal: the worst load the case's
+    figures were measured under, and the same "max outside cores" the reports' column
+    shows. (A median would hide the one trial that spoilt a check.) A contended trial
+    whose load is missing (a hand-edited file) gives ``"machine busy"`` alone.
+    """
+    trials, paired_trials = list(trials), list(paired_trials)
+    if not (_any_contended(trials) or _any_contended(paired_trials)):
+        return None
+    loads = _contended(trials) + _contended(paired_trials)
+    if not loads:
+        return "machine busy"
+    return f"machine busy ({_cores_1(max(loads))} cores from other processes)"
+
+
+def run_busy_summary(cases: Iterable[CaseResult],
+                     paired: Mapping[str, CaseResult] | None = None) -> str | None:
+    """The run summary's line when any case was busy (:func:`busy_reason` of its trials and
+    its paired no-spec trials, ``paired`` keyed by the spec case's id as in
+    ``RunResult.paired_nospec``): ``"machine busy: 3 of 12 cases not measured (up to 0.9
+    cores from other processes)"``, the figure the maximum over those cases. None when no
+    case was busy."""
+    cases = list(cases)
+    busy: list[float] = []
+    n_busy = 0
+    for c in cases:
+        theirs = _paired(c, paired)
+        if busy_reason(c.trials, theirs) is None:
+            continue
+        n_busy += 1
+        busy.extend(_contended(c.trials) + _contended(theirs))
+    if not n_busy:
+        return None
+    what = f"machine busy: {n_busy} of {len(cases)} case{'s' if len(cases) != 1 else ''} not measured"
+    if not busy:
+        return what
+    return f"{what} (up to {_cores_1(max(busy))} cores from other processes)"

@@ -46,6 +46,23 @@ def parse_cores(text: str) -> float:
     return x
 
 
+def parse_wait(text: str) -> float:
+    """--perf-busy-wait SECONDS: a finite number ≥ 0 (0 = don't wait for a quiet machine)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+        bad = "not a number"
+    else:
+        bad = "not a finite number" if not math.isfinite(x) else "negative"
+    # inf would wait for ever on a machine that stays busy; nan would never wait, silently.
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is {bad} — fix: the most seconds a trial waits for other processes' "
+            "CPU load to fall, e.g. 60; 0 does not wait")
+    return x
+
+
 def parse_retry_cap(text: str) -> int:
     """--perf-retry-inconclusive=CAP: the most trials a case may get, at least 2 (that it
     exceeds the repeats is checked against the profile, by PerfSession.check_options)."""

@@ -100,6 +100,16 @@ class Load(_Strict):
                           "≤ 0 = off")
     contended_retries: int = Field(
         2, ge=0, description="re-measurements of a contended trial before it is kept, flagged")
+    # Before a trial (and each re-measurement) the guard waits this long at most for the
+    # outside load to fall below max_outside_cores: a neighbour's burst (a compile, a
+    # package install) then costs a wait instead of a contended trial whose latency
+    # checks cannot be judged. 60 s outlasts a typical burst on a CI runner and stays
+    # small beside a run's server starts; a machine still busy after it is busy, and the
+    # run stops waiting (specperf.engine.contention.QuietWaiter). 0 = do not wait
+    # (--perf-busy-wait overrides).
+    busy_wait_s: float = Field(
+        60.0, ge=0.0, description="seconds a trial waits at most for outside load to fall "
+                                  "below max_outside_cores; 0 = don't wait")
 
     def requests_at(self, concurrency: int) -> int:
         return max(self.requests, concurrency * self.min_requests_per_stream)
@@ -314,8 +324,10 @@ class Profile(_Strict):
     # argument or the workload does not.
     _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
                                        "source", "server_configs", "concurrencies"}
-    # The contention guard decides which attempts are kept, not what an attempt measures.
-    _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries"}
+    # The contention guard decides which attempts are kept and when they start, not what
+    # an attempt measures.
+    _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries",
+                                            "busy_wait_s"}
 
     def hash(self) -> str:
         """Stable hash of everything that changes what is measured, for the whole matrix."""

@@ -13,6 +13,11 @@ A trial above the profile's ``load.max_outside_cores`` is measured again (up to
 ``load.contended_retries`` times); one still above it after that is kept and marked
 ``contended``, and the reports and ``specperf compare`` say so.
 
+Before a trial, and before each of its re-measurements, :class:`QuietWaiter` checks the
+outside load over a short window and, when it is over the limit, waits for it to fall --
+sampling it in one-second windows, for at most the profile's ``load.busy_wait_s`` per
+trial -- so that a neighbour's burst costs a wait, not a re-measured or contended trial.
+
 The arithmetic and the parsing are pure functions of the /proc texts; :func:`take_snapshot`
 is the thin reader. Where /proc is missing or unreadable (not Linux, a locked-down
 container) the load is unknown (None), never an error.
@@ -29,13 +34,17 @@ from dataclasses import dataclass
 from specperf.schemas import Trial
 
 __all__ = [
+    "PROBE_S",
+    "WINDOW_S",
     "CpuSnapshot",
     "ProcStat",
+    "QuietWaiter",
     "is_contended",
     "measure_guarded",
     "outside_cores",
     "parse_pid_stat",
     "parse_system_busy",
+    "sample_outside",
     "take_snapshot",
     "tree_ticks",
 ]
@@ -224,3 +233,108 @@ def measure_guarded(
         n += 1
         if on_discard is not None:
             on_discard(trial, n)
+
+
+# --------------------------------------------------------------------------- the wait
+
+#: The check before every trial: short, because a quiet run pays it once per trial (and
+#: per re-measurement), in wall time nothing else uses. At 100 ticks/s a quarter second resolves
+#: the default limit of 0.25 cores (6 ticks of a core); a check that misreads a quiet
+#: machine as busy costs one more window, one that misreads a busy one is caught by the
+#: guard after the trial.
+PROBE_S = 0.25
+#: The windows of the wait itself: a second's ticks read steadily (100 per core).
+WINDOW_S = 1.0
+
+
+def sample_outside(server_pids: Sequence[int], window_s: float,
+                   sleep: Callable[[float], None] = time.sleep) -> float | None:
+    """Cores' worth of other processes over the next ``window_s`` seconds (the same
+    snapshots and arithmetic as a trial's, the servers' trees excluded); None where /proc
+    cannot tell. Blocks for the window."""
+    before = take_snapshot(server_pids)
+    sleep(window_s)
+    return measured_outside_cores(before, take_snapshot(server_pids))
+
+
+@dataclass
+class QuietWaiter:
+    """Waits, bounded, for the outside load to fall below the guard's limit.
+
+    ``wait``'s ``sample(window_s)`` measures the outside load over a window of that many
+    seconds (blocking for it; :func:`sample_outside` with the run's server pids);
+    ``clock`` is the monotonic clock the budget is counted on. Both are parameters so that
+    tests drive the wait with a fake machine and no real sleeps.
+
+    State across trials: once a wait has run out its budget with the load still over the
+    limit, the machine is taken to be busy, and later checks do not wait again until one
+    finds it below the limit -- otherwise a neighbour that stays busy would add the whole
+    budget to every trial of the run (and to each re-measurement) and measure nothing
+    better; the guard then re-measures and flags those trials as it always did.
+    """
+
+    #: The guard's limit (≤ 0: guard off, so no wait).
+    limit: float
+    #: Most seconds one trial waits, over its first attempt and its re-measurements
+    #: together (≤ 0: no check, no wait).
+    budget_s: float
+    say: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic
+    probe_s: float = PROBE_S
+    window_s: float = WINDOW_S
+    #: A wait ran out with the load still over the limit, and no check has seen it below
+    #: since.
+    busy: bool = False
+
+    @property
+    def on(self) -> bool:
+        return self.limit > 0 and self.budget_s > 0
+
+    def wait(self, sample: Callable[[float], float | None], what: str,
+             budget_s: float | None = None) -> float | None:
+        """Check the outside load and, if it is over the limit, wait for it to fall for at
+        most ``budget_s`` (default: the whole budget) from the start of the check, plus
+        at most one window. Returns the seconds spent checking and waiting, or None when
+        nothing was checked (guard or wait off, no budget left, load unknown).
+
+        ``what`` names the trial in the two lines said when a wait starts and ends."""
+        budget = self.budget_s if budget_s is None else min(budget_s, self.budget_s)
+        if not self.on or budget <= 0:
+            return None
+        start = self.clock()
+        load = sample(min(self.probe_s, budget))
+        if load is None:
+            return None
+        if not is_contended(load, self.limit):
+            self.busy = False
+            return self.clock() - start
+        if self.busy:
+            # Busy through a whole budget already: measure at once (see the class).
+            return self.clock() - start
+        self.say(f"specperf: {what}: waiting for outside CPU load to fall ({load:.2f} cores "
+                 f"> limit {self.limit:g}), up to {budget:g} s")
+        while True:
+            elapsed = self.clock() - start
+            if elapsed >= budget:
+                break
+            # Never a window shorter than the check's: a sliver of a second reads a few
+            # ticks, which is noise.
+            window = max(self.probe_s, min(self.window_s, budget - elapsed))
+            sampled = sample(window)
+            if sampled is None:
+                waited = self.clock() - start
+                self.say(f"specperf: {what}: outside CPU load unknown after {waited:.0f} s: "
+                         "measuring")
+                return waited
+            load = sampled
+            if not is_contended(load, self.limit):
+                waited = self.clock() - start
+                self.say(f"specperf: {what}: outside CPU load fell to {load:.2f} cores after "
+                         f"{waited:.0f} s")
+                return waited
+        waited = self.clock() - start
+        self.busy = True
+        self.say(f"specperf: {what}: outside CPU load still {load:.2f} cores after "
+                 f"{waited:.0f} s: measuring anyway (later trials do not wait again until "
+                 "it has fallen)")
+        return waited

@@ -85,6 +85,8 @@ class PerfOptions:
     models_cache: Path
     #: --perf-max-outside-cores: replaces the profile's load.max_outside_cores (≤ 0 = off).
     max_outside_cores: float | None = None
+    #: --perf-busy-wait: replaces the profile's load.busy_wait_s (0 = don't wait).
+    busy_wait_s: float | None = None
     #: --perf-retry-inconclusive: None off; 0 the default cap (RETRY_CAP_FACTOR × repeats);
     #: else the most trials a case may get.
     retry_inconclusive: int | None = None
@@ -136,6 +138,12 @@ class PerfSession:
         return self.profile.load.max_outside_cores if opt is None else opt
 
     @property
+    def busy_wait_s(self) -> float:
+        """Most seconds a trial waits for a quiet machine: the option, else the profile's."""
+        opt = self.options.busy_wait_s
+        return self.profile.load.busy_wait_s if opt is None else opt
+
+    @property
     def retry_cap(self) -> int | None:
         """Most trials per case under --perf-retry-inconclusive; None when it is off."""
         opt = self.options.retry_inconclusive
@@ -158,7 +166,8 @@ class PerfSession:
     @cached_property
     def measurer(self) -> CaseMeasurer:
         runner = TrialRunner(self.profile, self.pool, self.view, self.prompts,
-                             self.max_outside_cores, say=self.say, clock=self.clock)
+                             self.max_outside_cores, busy_wait_s=self.busy_wait_s,
+                             say=self.say, clock=self.clock)
         return CaseMeasurer(
             self.profile, self.pool, runner, self.view, lambda: self.baselines, self.repeats,
             retry_cap=self.retry_cap, say=self.say, wanted=self.wanted,

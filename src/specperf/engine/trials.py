@@ -1,9 +1,10 @@
 """One trial on one server: warm-up, counters before, the measured load, counters after,
-guarded against outside CPU load (specperf.engine.contention.measure_guarded)."""
+guarded against outside CPU load (specperf.engine.contention: a bounded wait for a quiet
+machine before each attempt, then measure_guarded)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specperf.analysis.aggregate import make_trial
@@ -28,23 +29,46 @@ class TrialRunner:
     prompts: Callable[[], list[str]]
     #: The contention guard's limit (≤ 0 = off).
     max_outside_cores: float
+    #: Most seconds a trial waits for the outside load to fall below the limit (0 = don't).
+    busy_wait_s: float = 0.0
     say: Callable[[str], None] = print
     #: Where the run's time goes: measured load, warm-ups and discarded attempts.
     clock: RunClock = field(default_factory=RunClock)
+    #: Outside cores over a window of the given seconds, with these pids as the suite's
+    #: own; a parameter so tests drive the wait with a fake machine.
+    sample_outside: Callable[[Sequence[int], float], float | None] = contention.sample_outside
+    #: One for the run: whether the machine stayed busy through a whole wait carries over
+    #: from trial to trial.
+    waiter: contention.QuietWaiter = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.waiter = contention.QuietWaiter(self.max_outside_cores, self.busy_wait_s,
+                                             say=self.say)
 
     def trial(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
               case: Case | None = None, paired: bool = False) -> Trial:
         """One trial on ``server``; ``case`` (default: the server's own) is the case the
         progress display counts it for — a paired no-spec trial counts for its spec case.
 
-        An attempt during which other processes used more than ``max_outside_cores`` is
-        measured again, up to the profile's load.contended_retries times."""
+        Before each attempt the outside load is checked and, above ``max_outside_cores``,
+        waited for (``busy_wait_s`` at most over all of the trial's attempts). An attempt
+        during which other processes used more than the limit is measured again, up to
+        the profile's load.contended_retries times."""
         shown = case or Case(config_id=server.config_id, concurrency=concurrency)
         limit = self.max_outside_cores
         retries = self.profile.load.contended_retries
+        what = f"{shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
+        waits: list[float] = []
         attempts: list[Phase] = []
+        # Every server of the session is the suite's own load (as in _attempt).
+        pids = self.pool.pids(server)
 
         def attempt(n: int) -> Trial:
+            # Waiting for a quiet machine is in no phase: the breakdown's "other".
+            waited = self.waiter.wait(lambda window: self.sample_outside(pids, window), what,
+                                      self.busy_wait_s - sum(waits))
+            if waited is not None:
+                waits.append(waited)
             with self.clock.phase(TRIALS) as timed:
                 attempts.append(timed)
                 # The server is warm after the first attempt: warm-up requests only once.
@@ -53,11 +77,12 @@ class TrialRunner:
         def discarded(trial: Trial, n: int) -> None:
             # Known only once it ran: the whole attempt, its warm-up too, was for nothing.
             self.clock.recharge(attempts[-1], REMEASURES)
-            self.say(f"specperf: {shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
-                     f" ran under outside CPU load {trial.outside_cores:.2f} cores (limit "
-                     f"{limit:g}): measuring it again ({n}/{retries})")
+            self.say(f"specperf: {what} ran under outside CPU load {trial.outside_cores:.2f} "
+                     f"cores (limit {limit:g}): measuring it again ({n}/{retries})")
 
         trial = contention.measure_guarded(attempt, limit, retries, on_discard=discarded)
+        if waits:
+            trial = trial.model_copy(update={"busy_wait_s": sum(waits)})
         self.observer.trial_done()
         return trial
 

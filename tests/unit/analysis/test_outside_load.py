@@ -1,6 +1,7 @@
 """The outside-load wording (specperf.analysis.outside_load) where it shows: old run files
 that predate the contention guard, the guard's fields in run files, the reports, and
-compare's note on a contended side. The guard itself: tests/unit/engine/test_contention.py."""
+compare's note on a contended side, and the "machine busy" reasons a busy case's checks and
+the run summary give. The guard itself: tests/unit/engine/test_contention.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from specperf.report.html import render_html
 from specperf.report.markdown import render_markdown
 from specperf.schemas import Baseline, RunResult
 from specperf.store.files import load_result
-from tests.support import CPU_CI_PAIRED_RUN, DATA_DIR, load_run
+from tests.support import (
+    CPU_CI_PAIRED_RUN,
+    DATA_DIR,
+    load_run,
+    make_requests,
+    make_trial_of,
+)
 
 OLD_RUNS = sorted(p for p in DATA_DIR.glob("run-*.json"))
 
@@ -31,7 +38,7 @@ def test_old_run_files_load_with_the_load_unknown(path: Path) -> None:
     trials = [t for c in [*run.cases, *run.paired_nospec.values()] for t in c.trials]
     assert trials
     assert all(t.outside_cores is None and not t.contended and t.remeasured_outside_cores == []
-               for t in trials)
+               and t.busy_wait_s is None for t in trials)
     assert not outside_load.known(run.cases, run.paired_nospec)
     # Written back and read again: the new fields round-trip with their defaults.
     again = RunResult.model_validate_json(run.model_dump_json())
@@ -70,6 +77,13 @@ def test_new_fields_round_trip_in_runs_and_baselines(paired_run: RunResult) -> N
     assert Baseline.model_validate_json(base.model_dump_json()) == base
     raw = json.loads(run.model_dump_json())
     assert raw["cases"][2]["trials"][0]["remeasured_outside_cores"] == [0.9, 0.6]
+    # The wait's seconds: written only where the wait ran, read back the same.
+    assert all("busy_wait_s" not in t for c in raw["cases"] for t in c["trials"])
+    waited = run.model_copy(update={"cases": [
+        c.model_copy(update={"trials": [t.model_copy(update={"busy_wait_s": 12.5})
+                                        for t in c.trials]}) for c in run.cases]})
+    again = RunResult.model_validate_json(waited.model_dump_json())
+    assert again == waited and again.cases[0].trials[0].busy_wait_s == 12.5
 
 
 # --------------------------------------------------------------------------- reports
@@ -134,3 +148,67 @@ def test_compare_notes_a_contended_side_and_keeps_its_verdicts(paired_run: RunRe
     back = compare_runs(paired_run, busy)
     assert any(n.startswith("baseline measured under outside load 0.91 cores")
                for cc in back.cases for n in cc.notes)
+
+
+# --------------------------------------------------------------------------- busy: not measured
+
+
+def _t(outside: float | None, contended: bool = False):  # type: ignore[no-untyped-def]
+    trial = make_trial_of(make_requests(1), outside_cores=outside)
+    return trial.model_copy(update={"contended": contended})
+
+
+def test_busy_reason_is_none_without_a_contended_kept_trial() -> None:
+    assert outside_load.busy_reason([]) is None
+    assert outside_load.busy_reason([_t(None), _t(0.1)], [_t(0.2)]) is None
+    # Re-measured but finally clean: measured, so judged.
+    clean = _t(0.1).model_copy(update={"remeasured_outside_cores": [0.9, 0.8]})
+    assert outside_load.busy_reason([clean]) is None
+
+
+def test_busy_reason_names_the_max_load_of_the_contended_trials() -> None:
+    # Only contended trials count, not one kept under the limit (0.7 under a limit of 1):
+    # 0.64 is their max.
+    trials = [_t(0.7), _t(0.64, contended=True), _t(0.41, contended=True)]
+    assert (outside_load.busy_reason(trials)
+            == "machine busy (0.6 cores from other processes)")
+    # The paired no-spec reference's contended trials make the case busy too.
+    assert (outside_load.busy_reason([_t(0.1)], [_t(0.93, contended=True)])
+            == "machine busy (0.9 cores from other processes)")
+    assert (outside_load.busy_reason([_t(0.3, contended=True)], [_t(1.26, contended=True)])
+            == "machine busy (1.3 cores from other processes)")
+    # A tiny limit: the figure does not round to nothing.
+    assert (outside_load.busy_reason([_t(0.031, contended=True)])
+            == "machine busy (0.031 cores from other processes)")
+    # Contended with the load missing (a hand-edited file): still busy.
+    assert outside_load.busy_reason([_t(None, contended=True)]) == "machine busy"
+
+
+def _contend(run: RunResult, case_id: str, load: float) -> RunResult:
+    """The run with case ``case_id``'s trials (wherever it appears, paired too) kept
+    contended under ``load``; every other trial as it was."""
+    def mark(c):  # type: ignore[no-untyped-def]
+        if c.case.id != case_id:
+            return c
+        return c.model_copy(update={"trials": [
+            t.model_copy(update={"outside_cores": load, "contended": True}) for t in c.trials]})
+    return run.model_copy(update={
+        "cases": [mark(c) for c in run.cases],
+        "paired_nospec": {k: mark(v) for k, v in run.paired_nospec.items()}})
+
+
+def test_run_busy_summary_counts_busy_cases_with_their_paired_trials(
+        paired_run: RunResult) -> None:
+    assert outside_load.run_busy_summary(paired_run.cases, paired_run.paired_nospec) is None
+    assert outside_load.run_busy_summary([]) is None
+    busy = _guarded(paired_run, "nospec-c2", contended=0.87)
+    assert (outside_load.run_busy_summary(busy.cases, busy.paired_nospec)
+            == "machine busy: 1 of 4 cases not measured (up to 0.9 cores from other processes)")
+    # nospec-c1 contended: itself busy, and so is draft-k2-c1, whose paired no-spec
+    # trials are contended too (the fixture's pairing is nospec at c = 1).
+    both = _contend(_contend(paired_run, "nospec-c1", 0.55), "draft-k2-c2", 0.7)
+    assert (outside_load.run_busy_summary(both.cases, both.paired_nospec)
+            == "machine busy: 3 of 4 cases not measured (up to 0.7 cores from other processes)")
+    one = [busy.cases[1]]
+    assert (outside_load.run_busy_summary(one)
+            == "machine busy: 1 of 1 case not measured (up to 0.9 cores from other processes)")

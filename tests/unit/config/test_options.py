@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap
+from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
 
 
 @pytest.mark.parametrize(("text", "says"), [
@@ -36,6 +36,28 @@ def test_max_outside_cores_must_be_a_finite_number(text: str) -> None:
 @pytest.mark.parametrize("text", ["0.25", "0", "-1", "3"])
 def test_max_outside_cores_finite_values_pass(text: str) -> None:
     assert parse_cores(text) == float(text)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("-1", "is negative"), ("-0.5", "is negative"), ("nan", "not a finite number"),
+    ("inf", "not a finite number"), ("a minute", "not a number"), ("", "not a number"),
+])
+def test_busy_wait_must_be_finite_seconds_from_zero(text: str, says: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="fix: the most seconds") as err:
+        parse_wait(text)
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["0", "60", "0.5", "3600"])
+def test_busy_wait_seconds_pass(text: str) -> None:
+    assert parse_wait(text) == float(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=st.floats(max_value=-1e-9) | st.sampled_from([float("nan"), float("inf")]))
+def test_any_negative_or_non_finite_wait_is_refused(x: float) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_wait(repr(x))
 
 
 @pytest.mark.parametrize("text", ["0", "1", "-5", "2.5", "", "perf_tests", "1e3"])

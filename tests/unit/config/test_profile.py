@@ -224,9 +224,10 @@ def test_shipped_profiles_state_their_compare_rules(path: Path) -> None:
 def test_profile_guard_keys_default_and_leave_the_hashes_alone(tmp_path: Path) -> None:
     p = load_profile(CPU_CI_PROFILE)
     assert p.load.max_outside_cores == 0.25 and p.load.contended_retries == 2
-    q = load_profile(_edited(tmp_path, "[load]\n",
-                             "[load]\nmax_outside_cores = 1.5\ncontended_retries = 0\n"))
-    assert (q.load.max_outside_cores, q.load.contended_retries) == (1.5, 0)
+    assert p.load.busy_wait_s == 60.0
+    q = load_profile(_edited(tmp_path, "[load]\n", "[load]\nmax_outside_cores = 1.5\n"
+                             "contended_retries = 0\nbusy_wait_s = 0\n"))
+    assert (q.load.max_outside_cores, q.load.contended_retries, q.load.busy_wait_s) == (1.5, 0, 0)
     # The guard picks which attempts are kept, not what one measures: baselines stay valid.
     assert q.hash() == p.hash()
     assert q.config_hash(q.config("draft-k2")) == p.config_hash(p.config("draft-k2"))
@@ -235,3 +236,9 @@ def test_profile_guard_keys_default_and_leave_the_hashes_alone(tmp_path: Path) -
 def test_negative_retries_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="load.contended_retries"):
         load_profile(_edited(tmp_path, "[load]\n", "[load]\ncontended_retries = -1\n"))
+
+
+@pytest.mark.parametrize("value", ["-1", "-0.5", "nan", "inf", '"60 s"'])
+def test_bad_busy_wait_is_refused(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ProfileError, match="load.busy_wait_s"):
+        load_profile(_edited(tmp_path, "[load]\n", f"[load]\nbusy_wait_s = {value}\n"))

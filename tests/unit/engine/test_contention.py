@@ -1,30 +1,37 @@
 """The contention guard (specperf.engine.contention): /proc parsing and arithmetic, the
-retry policy, the real /proc of this machine, and the session's limit. How the outside load
-reads in run files, reports and compare: tests/unit/analysis/test_outside_load.py."""
+retry policy, the wait for a quiet machine (on a fake machine, and once on this one beside
+a CPU burner), the real /proc of this machine, and the session's settings. How the outside
+load reads in run files, reports and compare: tests/unit/analysis/test_outside_load.py."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from specperf.config.profile import load_profile
 from specperf.engine import contention
 from specperf.engine.contention import (
     CpuSnapshot,
     ProcStat,
+    QuietWaiter,
     is_contended,
     measure_guarded,
     outside_cores,
     parse_pid_stat,
     parse_system_busy,
+    sample_outside,
     take_snapshot,
     tree_ticks,
 )
 from specperf.engine.session import PerfOptions, PerfSession
-from specperf.schemas import Trial
+from specperf.engine.trials import TrialRunner
+from specperf.schemas import Case, Trial
 from tests.support import CPU_CI_PROFILE, REPO_ROOT, make_requests, make_trial_of, unchecked
 
 REPO = REPO_ROOT
@@ -257,12 +264,236 @@ def test_real_proc_busy_child_is_server_tree_when_given_else_outside() -> None:
 # --------------------------------------------------------------------------- the session
 
 
-@pytest.mark.parametrize(("option", "limit"), [(None, 0.25), (0.0, 0.0), (1.25, 1.25)])
-def test_option_overrides_the_profiles_limit(tmp_path: Path, option: float | None,
-                                             limit: float) -> None:
-    session = PerfSession(options=PerfOptions(
+def _session(tmp_path: Path, **options: float | None) -> PerfSession:
+    return PerfSession(options=PerfOptions(
         profile=str(CPU_CI_PROFILE), rootdir=REPO,
         run_dir=tmp_path, json_path=None, baselines_dir=tmp_path, update_baselines=False,
         force=False, repeats=None, dataset=None, models_cache=tmp_path,
-        max_outside_cores=option), say=lambda _: None)
-    assert session.max_outside_cores == limit
+        **options), say=lambda _: None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("option", "limit"), [(None, 0.25), (0.0, 0.0), (1.25, 1.25)])
+def test_option_overrides_the_profiles_limit(tmp_path: Path, option: float | None,
+                                             limit: float) -> None:
+    assert _session(tmp_path, max_outside_cores=option).max_outside_cores == limit
+
+
+@pytest.mark.parametrize(("option", "wait"), [(None, 60.0), (0.0, 0.0), (5.0, 5.0)])
+def test_busy_wait_option_overrides_the_profile_and_reaches_the_trials(
+        tmp_path: Path, option: float | None, wait: float) -> None:
+    session = _session(tmp_path, busy_wait_s=option, max_outside_cores=0.5)
+    assert session.busy_wait_s == wait
+    # What the trials are given (built without starting anything).
+    waiter = session.measurer.runner.waiter
+    assert (waiter.budget_s, waiter.limit) == (wait, 0.5)
+
+
+# --------------------------------------------------------------------------- the wait
+
+
+@dataclass
+class FakeMachine:
+    """Outside load, one figure per window sampled in turn (the last repeats), on a clock
+    that the windows advance: a wait without sleeping."""
+
+    loads: list[float | None]
+    now: float = 100.0
+    windows: list[float] = field(default_factory=list)
+
+    def clock(self) -> float:
+        return self.now
+
+    def sample(self, window_s: float) -> float | None:
+        self.windows.append(window_s)
+        self.now += window_s
+        return self.loads[min(len(self.windows), len(self.loads)) - 1]
+
+
+def _waiter(machine: FakeMachine, limit: float = 0.5, budget: float = 60.0
+            ) -> tuple[QuietWaiter, list[str]]:
+    said: list[str] = []
+    return QuietWaiter(limit, budget, say=said.append, clock=machine.clock), said
+
+
+def test_quiet_machine_is_checked_once_in_a_short_window_and_not_waited_for() -> None:
+    m = FakeMachine([0.1])
+    waiter, said = _waiter(m)
+    assert waiter.wait(m.sample, "c1: trial 1") == pytest.approx(contention.PROBE_S)
+    assert m.windows == [contention.PROBE_S] and said == []
+
+
+def test_busy_machine_is_waited_for_until_the_load_falls() -> None:
+    m = FakeMachine([0.9, 0.8, 0.7, 0.1])
+    waiter, said = _waiter(m)
+    waited = waiter.wait(m.sample, "draft-k2-c1: trial 1")
+    assert m.windows == [contention.PROBE_S] + [contention.WINDOW_S] * 3
+    assert waited == pytest.approx(contention.PROBE_S + 3 * contention.WINDOW_S)
+    assert said == [
+        "specperf: draft-k2-c1: trial 1: waiting for outside CPU load to fall (0.90 cores > "
+        "limit 0.5), up to 60 s",
+        "specperf: draft-k2-c1: trial 1: outside CPU load fell to 0.10 cores after 3 s"]
+    assert not waiter.busy
+
+
+def test_a_load_that_stays_up_is_waited_for_the_budget_at_most_then_measured() -> None:
+    m = FakeMachine([0.8])
+    waiter, said = _waiter(m, budget=10.0)
+    waited = waiter.wait(m.sample, "c1: trial 2")
+    assert waited is not None and 10.0 <= waited <= 10.0 + contention.WINDOW_S
+    assert len(said) == 2 and said[1].startswith(
+        "specperf: c1: trial 2: outside CPU load still 0.80 cores after 10 s: measuring anyway")
+    assert waiter.busy
+    # Busy through a whole budget: the next trials are checked but not waited for …
+    n = len(m.windows)
+    assert waiter.wait(m.sample, "c1: trial 3") == pytest.approx(contention.PROBE_S)
+    assert len(m.windows) == n + 1 and len(said) == 2
+    # … until a check finds the machine quiet; then a new burst is waited for again.
+    m.loads = [*[0.8] * len(m.windows), 0.1, 0.9, 0.2]
+    assert waiter.wait(m.sample, "c1: trial 4") == pytest.approx(contention.PROBE_S)
+    assert not waiter.busy
+    assert waiter.wait(m.sample, "c1: trial 5") == pytest.approx(
+        contention.PROBE_S + contention.WINDOW_S)
+    assert said[-1] == "specperf: c1: trial 5: outside CPU load fell to 0.20 cores after 1 s"
+
+
+def test_the_last_window_is_cut_to_the_budget_but_never_below_the_check() -> None:
+    m = FakeMachine([0.9])
+    waiter, _ = _waiter(m, budget=1.5)
+    waiter.wait(m.sample, "c1: trial 1")
+    assert m.windows == [contention.PROBE_S, contention.WINDOW_S, contention.PROBE_S]
+    m2 = FakeMachine([0.9])
+    waiter2, _ = _waiter(m2, budget=1.3)
+    waiter2.wait(m2.sample, "c1: trial 1")
+    assert m2.windows == [contention.PROBE_S, 1.0, contention.PROBE_S]  # 0.05 s left → 0.25
+
+
+def test_a_smaller_budget_for_this_call_bounds_the_wait() -> None:
+    m = FakeMachine([0.9])
+    waiter, said = _waiter(m, budget=60.0)
+    waited = waiter.wait(m.sample, "c1: trial 1", budget_s=2.0)
+    assert waited is not None and waited <= 2.0 + contention.WINDOW_S
+    assert said[0].endswith("up to 2 s")
+    assert waiter.wait(m.sample, "c1: trial 1", budget_s=0.0) is None
+
+
+@pytest.mark.parametrize(("limit", "budget", "loads"), [
+    (0.0, 60.0, [5.0]),     # guard off: nothing to wait for
+    (-1.0, 60.0, [5.0]),
+    (0.5, 0.0, [5.0]),      # waiting off
+    (0.5, 60.0, [None]),    # load unknown (not Linux)
+])
+def test_nothing_is_checked_when_off_or_unknown(limit: float, budget: float,
+                                                loads: list[float | None]) -> None:
+    m = FakeMachine(loads)
+    waiter, said = _waiter(m, limit=limit, budget=budget)
+    assert waiter.wait(m.sample, "c1: trial 1") is None
+    assert said == [] and m.windows in ([], [contention.PROBE_S])
+
+
+def test_a_load_that_becomes_unknown_mid_wait_ends_the_wait() -> None:
+    m = FakeMachine([0.9, 0.9, None])
+    waiter, said = _waiter(m)
+    assert waiter.wait(m.sample, "c1: trial 1") == pytest.approx(contention.PROBE_S + 2.0)
+    assert said[-1] == "specperf: c1: trial 1: outside CPU load unknown after 2 s: measuring"
+    assert not waiter.busy
+
+
+# --------------------------------------------------------------------------- the wait in a trial
+
+
+class _Pool:
+    def pids(self, *also: object) -> list[int]:
+        return [4242]
+
+
+class _Observer:
+    def trial_done(self) -> None:
+        pass
+
+
+@dataclass
+class _Server:
+    config_id: str = "draft-k2"
+
+
+def _runner(machine: FakeMachine, trial_loads: list[float], *, limit: float = 0.5,
+            wait: float = 60.0) -> tuple[TrialRunner, list[str], list[Sequence[int]]]:
+    said: list[str] = []
+    pids_seen: list[Sequence[int]] = []
+
+    def sample(pids: Sequence[int], window: float) -> float | None:
+        pids_seen.append(pids)
+        return machine.sample(window)
+
+    runner = TrialRunner(load_profile(CPU_CI_PROFILE), _Pool(), _Observer(),  # type: ignore[arg-type]
+                         lambda: [], limit, busy_wait_s=wait, say=said.append,
+                         sample_outside=sample)
+    runner.waiter.clock = machine.clock
+    attempts = iter(trial_loads)
+
+    def attempt(*_: object) -> Trial:
+        machine.now += 5.0  # a trial takes time, outside the wait
+        return _trial(next(attempts), index=0)
+
+    runner._attempt = attempt  # type: ignore[method-assign]
+    return runner, said, pids_seen
+
+
+def test_a_trial_waits_before_each_attempt_and_records_the_seconds_waited() -> None:
+    # Check busy → wait 2 windows → quiet; trial contended; check quiet; trial quiet.
+    m = FakeMachine([0.9, 0.8, 0.2, 0.1, 0.0])
+    runner, said, pids = _runner(m, [0.9, 0.1])
+    trial = runner.trial(_Server(), 1, 0, warmup=False)  # type: ignore[arg-type]
+    assert trial.outside_cores == 0.1 and trial.remeasured_outside_cores == [0.9]
+    assert not trial.contended
+    assert trial.busy_wait_s == pytest.approx(2 * contention.PROBE_S + 2 * contention.WINDOW_S)
+    assert pids and all(p == [4242] for p in pids)  # the run's servers are not "outside"
+    assert said[0].startswith("specperf: draft-k2-c1: trial 1: waiting for outside CPU load")
+    assert said[2].startswith("specperf: draft-k2-c1: trial 1 ran under outside CPU load 0.90")
+    # Written to the run file; read back the same.
+    assert Trial.model_validate_json(trial.model_dump_json()) == trial
+
+
+def test_a_trials_attempts_share_one_budget() -> None:
+    m = FakeMachine([0.9])
+    runner, said, _ = _runner(m, [0.9, 0.9, 0.9], wait=3.0)
+    trial = runner.trial(_Server(), 1, 0, warmup=False, case=Case(config_id="draft-k2",
+                                                                    concurrency=1),
+                         paired=True)
+    assert trial.contended
+    assert trial.busy_wait_s is not None
+    assert trial.busy_wait_s <= 3.0 + contention.WINDOW_S
+    assert sum("waiting for outside CPU load" in line for line in said) == 1
+    assert "(paired no-spec)" in said[0]
+
+
+def test_without_a_wait_the_trial_records_none_and_nothing_is_sampled() -> None:
+    m = FakeMachine([0.9])
+    runner, said, pids = _runner(m, [0.1], wait=0.0)
+    trial = runner.trial(_Server(), 1, 0, warmup=False)  # type: ignore[arg-type]
+    assert trial.busy_wait_s is None and pids == [] and said == []
+    assert "busy_wait_s" not in trial.model_dump(mode="json")  # run files stay as they were
+
+
+# --------------------------------------------------------------------------- the wait on this machine
+
+BURNER = "import sys\nprint('burning', flush=True)\nwhile True:\n    pass\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason=unchecked("/proc on a real kernel", "run the tests on Linux"))
+def test_real_burner_is_seen_and_the_wait_ends_at_its_budget() -> None:
+    """A busy loop beside the suite is a neighbour: the wait sees it over the limit and
+    gives up at its budget (2 s: this test burns one core for about that long)."""
+    burner = subprocess.Popen([sys.executable, "-c", BURNER], stdout=subprocess.PIPE, text=True)
+    said: list[str] = []
+    waiter = QuietWaiter(0.5, 2.0, say=said.append)
+    try:
+        assert burner.stdout is not None and burner.stdout.readline().strip() == "burning"
+        waited = waiter.wait(lambda window: sample_outside([], window), "burner")
+    finally:
+        burner.kill()
+        burner.wait(timeout=60)
+    assert said and "waiting for outside CPU load to fall" in said[0], said
+    assert waited is not None and waited <= 2.0 + contention.WINDOW_S
+    assert "measuring anyway" in said[-1] and waiter.busy

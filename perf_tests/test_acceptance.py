@@ -1,4 +1,5 @@
-"""Acceptance-ratio floors (overall and per draft position) and tolerance vs baseline."""
+"""Acceptance floors (overall and per draft position) and acceptance against the baseline
+(exact counters, one tolerance: [compare.metrics.acceptance_rate] min_effect)."""
 
 import pytest
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from specperf.analysis.outside_load import busy_reason
+from specperf.analysis.verdict import exit_status, worst
 from specperf.config import settings
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
 from specperf.config.profile import Load, ProfileError
@@ -93,12 +95,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "trials, requests, cases), `plain` one line per server start and per "
                      "case; `auto` (default): rich on an interactive terminal, plain in CI "
                      "logs, pipes, with NO_COLOR or TERM=dumb")
-    g.addoption("--perf-retry-inconclusive", nargs="?", const=0, default=None,
+    g.addoption("--perf-retry-inconclusive", nargs="?", const=0, default=0,
                 type=parse_retry_cap, metavar="CAP",
-                help="compare each case with the baseline while its server is up, and give a "
-                     f"case with an INCONCLUSIVE metric {RETRY_BATCH} more trials at a time "
-                     "until decided or at CAP trials (default "
-                     f"{RETRY_CAP_FACTOR} × repeats); write --perf-retry-inconclusive=CAP")
+                help="the most trials a case may get: each case is judged while its server "
+                     f"is up, and one with an INCONCLUSIVE check gets {RETRY_BATCH} more "
+                     "trials at a time until decided or at CAP (default "
+                     f"{RETRY_CAP_FACTOR} × repeats); =off: never more than the repeats")
 
 
 def perf_run(config: pytest.Config) -> PerfRun:
@@ -152,6 +154,10 @@ def pytest_collection_modifyitems(
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     perf_run(session.config).prepare(session)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    perf_run(item.config).current_item = item
 
 
 @pytest.hookimpl(trylast=True)
@@ -218,13 +224,37 @@ def engine_errors(case: Case | None = None, *, exit_on_usage: bool = False) -> I
         pytest.fail(str(exc), pytrace=False)
 
 
-def gate_outcome(checks: list[GateCheck]) -> None:
-    """A test's gate checks as its outcome: failed checks fail it, all skipped skips it."""
+#: Where an item's undecided outcome travels from the test to its report (user_properties).
+OUTCOME_PROPERTY = "specperf_outcome"
+
+#: How pytest shows a test whose checks are undecided: (category, letter, word). The test
+#: itself passed — nothing failed — and the category keeps it out of "passed".
+UNDECIDED_STATUS = {
+    "inconclusive": ("inconclusive", "I", "INCONCLUSIVE"),
+    "busy": ("not measured (machine busy)", "B", "NOT MEASURED: MACHINE BUSY"),
+}
+
+
+def gate_outcome(checks: list[GateCheck], item: pytest.Item | None = None) -> None:
+    """A test's checks as its outcome: any FAIL fails it; else a check not measured on a
+    busy machine or INCONCLUSIVE marks it undecided (shown as such, not a failure); all
+    skipped skips it."""
     failed = [c for c in checks if c.outcome == "fail"]
     if failed:
         pytest.fail("\n".join(c.message for c in failed), pytrace=False)
     if checks and all(c.outcome == "skip" for c in checks):
         pytest.skip(checks[0].message)
+    outcome = worst(c.outcome for c in checks)
+    if outcome in UNDECIDED_STATUS and item is not None:
+        item.user_properties.append((OUTCOME_PROPERTY, outcome))
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
+                             ) -> tuple[str, str, str] | None:
+    if report.when != "call" or not report.passed:
+        return None
+    outcome = dict(report.user_properties).get(OUTCOME_PROPERTY)
+    return UNDECIDED_STATUS.get(outcome) if isinstance(outcome, str) else None
 
 
 def perf_options(config: pytest.Config) -> PerfOptions:
@@ -306,6 +336,8 @@ class PerfRun:
         self.session = session
         self.progress = progress
         self.run: Any = None  # (RunResult, RunComparison | None) once written
+        #: The test running now: where an undecided outcome is marked for its report.
+        self.current_item: pytest.Item | None = None
 
     @property
     def view(self) -> RunProgress:
@@ -411,14 +443,15 @@ class PerfRun:
     # -- running ------------------------------------------------------------------------
 
     def assert_gate(self, kind: str, case: Case, benchmark: Any = None) -> None:
-        """What every perf test calls: measure, check, and fail/skip in plain words."""
+        """What every perf test calls: measure, check, and fail/skip/mark undecided in
+        plain words."""
         ps = self.session
         with engine_errors(case):
             if benchmark is not None:
                 result = benchmark.pedantic(ps.measure, args=(case,), rounds=1, iterations=1)
                 benchmark.extra_info.update(benchmark_extra_info(result))
             checks = ps.evaluate(kind, case)
-        gate_outcome(checks)
+        gate_outcome(checks, self.current_item)
 
     def after_item(self, item: pytest.Item) -> None:
         """Stop each server right after the last item that needs it."""
@@ -474,6 +507,10 @@ class PerfRun:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self.run = (run, comparison)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if session.exitstatus == pytest.ExitCode.OK:
+            # Nothing failed: undecided checks still get their own status (6 inconclusive,
+            # 7 machine busy; docs/how-a-run-works.md), as `specperf compare` exits.
+            session.exitstatus = exit_status(c.outcome for c in run.checks)
         if ps.options.update_baselines and ps.options.fault is not None:
             ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
         elif ps.options.update_baselines and ctx.path is not None:
@@ -485,6 +522,10 @@ class PerfRun:
                        "regression(s) against the baseline — baseline NOT updated (use --perf-force "
                        "to accept this run anyway)")
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            elif _measured_busy(run) and not ps.options.force:
+                ps.say("specperf: the machine was busy during some trials — baseline NOT updated "
+                       "(their timings are another load's; run again on a quiet machine, or use "
+                       "--perf-force to accept this run anyway)")
             elif not run.cases:
                 ps.say("specperf: nothing was measured — baseline NOT updated")
             else:
@@ -517,6 +558,12 @@ class PerfRun:
         width = max(80, min(tw.fullwidth, 160))
         verbose = config.getoption("verbose") > 0
         terminalreporter.write(render_run(run, width=width, color=tw.hasmarkup))
+        # Undecided checks are not failures, so pytest's short summary leaves them out: say
+        # each one here, with what would decide it.
+        for c in run.checks:
+            if c.outcome in UNDECIDED_STATUS:
+                terminalreporter.write_line(f"{UNDECIDED_STATUS[c.outcome][2]} {c.message}",
+                                            yellow=True)
         if comparison is not None:
             terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
                                                      verbose=verbose))
@@ -535,6 +582,15 @@ class PerfRun:
                                     "report.md, plots/)")
 
 
+def _measured_busy(run: RunResult) -> bool:
+    """Whether a kept trial of the run (or a paired no-spec trial) was contended: its
+    timings are another load's, and a baseline must not keep them."""
+    return any(c.outcome == "busy" for c in run.checks) or any(
+        busy_reason(r.trials, run.paired_nospec[r.case.id].trials
+                    if r.case.id in run.paired_nospec else ())
+        for r in run.cases)
+
+
 def _os_error(exc: OSError, path: Path) -> str:
     """A failed write of ``path`` as one line: the file and the system's reason."""
     return f"{exc.filename or path}: {exc.strerror or exc}"
@@ -548,11 +604,9 @@ _NO_CASES = {
     "tpot_gain": "no speculative server config has a tpot_gain gate at any of the profile's "
                  "concurrencies (≤ its max_concurrency) — add [gates.tpot_gain] or raise its "
                  "max_concurrency to check the TPOT gain",
-    "ttft_budget": "no server config has a budgets gate at any of the profile's concurrencies "
-                   "(≥ its min_concurrency) — add [gates.budgets] or lower its min_concurrency "
-                   "to check TTFT against the baseline",
+    "latency": "the profile has no server config or concurrency",
+    "throughput": "the profile has no server config or concurrency",
 }
-_NO_CASES["throughput_budget"] = _NO_CASES["ttft_budget"].replace("TTFT", "throughput")
 
 
 def no_cases_reason(profile: str, kind: str) -> str:

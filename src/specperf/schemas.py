@@ -42,6 +42,7 @@ MIN_SCHEMA_VERSION = 1
 #: count makes a rate above 1). Non-finite floats are refused model-wide (allow_inf_nan).
 NonNegative = Annotated[float, Field(ge=0)]
 Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 #: Rates compared with each other; tolerance for the float sums they are made of.
 _RATE_SLACK = 1e-9
 
@@ -58,12 +59,14 @@ def utcnow() -> datetime:
 
 def _without_unset(model: BaseModel, handler: SerializerFunctionWrapHandler,
                    names: tuple[str, ...]) -> Any:
-    """Serialise, leaving out the optional fields in ``names`` that are None: files
-    written without the feature they record stay byte-identical to older ones."""
+    """Serialise, leaving out the optional fields in ``names`` that are None (or an empty
+    mapping): files written without the feature they record stay byte-identical to older
+    ones."""
     data = handler(model)
     if isinstance(data, dict):
         for name in names:
-            if getattr(model, name) is None:
+            value = getattr(model, name)
+            if value is None or (isinstance(value, dict) and not value):
                 data.pop(name, None)
     return data
 
@@ -326,14 +329,23 @@ class CaseResult(_Model):
 
 # --- gate ---------------------------------------------------------------------
 
-Outcome = Literal["pass", "fail", "skip"]
+#: A check's outcome. "inconclusive": the interval straddles the limit even after the extra
+#: trials the plan allows — undecided, not a failure. "busy": a timing check not measured
+#: because other processes kept the machine busy (acceptance is still judged). "skip":
+#: nothing to judge against (no baseline case).
+Outcome = Literal["pass", "fail", "inconclusive", "busy", "skip"]
+
+#: The test kinds whose checks judge timings (a busy machine leaves them unmeasured).
+TIMING_GATES = ("tpot_gain", "latency", "throughput", "ttft_budget", "throughput_budget")
 
 
 class GateCheck(_Model):
     """One assertion on one metric of one case, with the words that explain it."""
 
     case: Case
-    gate: Literal["requests", "acceptance", "tpot_gain", "ttft_budget", "throughput_budget"]
+    # ttft_budget / throughput_budget: run files written before one verdict (#13) used them.
+    gate: Literal["requests", "acceptance", "tpot_gain", "latency", "throughput",
+                  "ttft_budget", "throughput_budget"]
     metric: str
     unit: str = ""
     higher_is_better: bool
@@ -466,6 +478,12 @@ class RunResult(_Model):
     time_breakdown: TimeBreakdown | None = Field(
         None, description="where the run's wall time went (absent: written before specperf "
                           "recorded it, or not by a perf run)")
+    tpot_gain_floors: dict[str, Positive] = Field(
+        default_factory=dict,
+        description="per spec case id with a TPOT-gain gate: the floor its paired gain must be "
+                    "significantly above (the profile's gates.tpot_gain), so `specperf compare` "
+                    "judges the gain as the run did",
+    )
 
     @field_validator("cases")
     @classmethod
@@ -475,7 +493,7 @@ class RunResult(_Model):
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_unset(self, handler, ("compare_rules", "retry_inconclusive",
-                                               "time_breakdown"))
+                                              "time_breakdown", "tpot_gain_floors"))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)
@@ -490,11 +508,20 @@ class Baseline(_Model):
     schema_version: int = Field(SCHEMA_VERSION, ge=MIN_SCHEMA_VERSION, le=SCHEMA_VERSION)
     provenance: Provenance
     cases: list[CaseResult]
+    paired_nospec: dict[str, CaseResult] = Field(
+        default_factory=dict,
+        description="per spec case id: the no-spec trials of the kept run's TPOT gain — this "
+                    "hardware's gain, which a later run's gain is held to",
+    )
 
     @field_validator("cases")
     @classmethod
     def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
         return _unique_cases(cases)
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("paired_nospec",))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

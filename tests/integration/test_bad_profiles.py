@@ -38,8 +38,8 @@ min_rate = 0.3
 max_concurrency = 2
 min_ratio = 1.1
 
-[gates.budgets]
-min_concurrency = 4
+[compare.metrics.ttft]
+min_effect = 0.1
 
 [[server_configs]]
 id = "nospec"
@@ -128,8 +128,8 @@ BATTERY = [
         ("gates.tpot_gain.min_ratio", "finite number")),
     Bad("min-ratio-inf", edit("min_ratio = 1.1", "min_ratio = inf"),
         ("gates.tpot_gain.min_ratio", "finite number")),
-    Bad("ttft-tolerance-nan", edit("min_concurrency = 4", "min_concurrency = 4\nttft_tolerance = nan"),
-        ("gates.budgets.ttft_tolerance", "finite number")),
+    Bad("ttft-min-effect-nan", edit("min_effect = 0.1", "min_effect = nan"),
+        ("compare.metrics.ttft.min_effect", "greater than or equal to 0")),
     Bad("max-outside-cores-nan", edit("requests = 4", "requests = 4\nmax_outside_cores = nan"),
         ("load.max_outside_cores", "finite number")),
     Bad("busy-wait-negative", edit("requests = 4", "requests = 4\nbusy_wait_s = -1"),
@@ -144,6 +144,20 @@ BATTERY = [
         ("load.error_budget", "finite number")),
     Bad("acceptance-rate-above-one", edit("min_rate = 0.3", "min_rate = 1.5"),
         ("gates.acceptance.min_rate", "less than or equal to 1")),
+    # -- keys one verdict (#13) replaced: refused, naming what to write instead --
+    Bad("budgets-replaced",
+        edit("[gates.tpot_gain]", "[gates.budgets]\nmin_concurrency = 4\nttft_tolerance = 0.3\n\n"
+                                  "[gates.tpot_gain]"),
+        ("field `gates`", "the budgets table was replaced", "[compare.metrics.ttft] min_effect",
+         "[compare.metrics.output_throughput] min_effect", "delete the budgets table")),
+    Bad("budgets-replaced-on-a-config",
+        edit(SPEC, SPEC + "\ngates.budgets = { throughput_tolerance = 0.2 }"),
+        ("server_configs[1] (id 'draft-k2').gates", "the budgets table was replaced",
+         "[compare.metrics.output_throughput] min_effect")),
+    Bad("baseline-tolerance-replaced",
+        edit("min_rate = 0.3", "min_rate = 0.3\nbaseline_tolerance = 0.02"),
+        ("field `gates.acceptance`", "baseline_tolerance was replaced",
+         "[compare.metrics.acceptance_rate] min_effect", "delete baseline_tolerance")),
     # -- speculative configs --
     Bad("k-zero", spec('method = "draft_model", model = "org/draft", num_speculative_tokens = 0'),
         ("server_configs[1] (id 'draft-k2').speculative_config", "integer ≥ 1")),
@@ -264,7 +278,8 @@ def _usage_error(proc: subprocess.CompletedProcess[str], *says: str) -> None:
 
 
 @pytest.mark.parametrize("bad", [b for b in BATTERY if b.id in {
-    "not-utf8", "deeply-nested", "symlink-loop", "name-escapes-baselines", "k-word"}],
+    "not-utf8", "deeply-nested", "symlink-loop", "name-escapes-baselines", "k-word",
+    "budgets-replaced"}],
     ids=lambda b: b.id)
 def test_pytest_reports_a_bad_profile_as_a_usage_error(tmp_path: Path, bad: Bad) -> None:
     path = bad.make(tmp_path)

@@ -7,7 +7,9 @@ at a9c1f20). A deliberate change to one of these outputs updates its golden file
 same commit, with the reason in the commit message (so far: the restart-offset figure
 left a schema description for docs/validation.md, #12; the run and baseline schemas
 gained bounds on every number, #14; the run schema gained the optional time_breakdown,
-and trials `busy_wait_s`, the seconds waited for a quiet machine, #13).
+and trials `busy_wait_s`, the seconds waited for a quiet machine; the test kinds became
+requests, acceptance, tpot_gain, latency and throughput judged at every case, and the help
+names exit statuses 6 and 7: one verdict, #13).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_proxy_configs_must_name_the_profiles_configs(tmp_path: Path) -> None:
     _session(tmp_path, fault=FaultInjection(5.0, ("draft-k2",))).check_options()
 
 
-@pytest.mark.parametrize("kind", ["acceptance", "tpot_gain", "ttft_budget", "throughput_budget"])
+@pytest.mark.parametrize("kind", ["acceptance", "tpot_gain"])
 def test_a_kind_without_cases_says_which_gate_would_give_it_some(kind: str) -> None:
     reason = plugin.no_cases_reason("p", kind)
     assert reason.startswith(f"profile 'p' has no {kind} cases")
@@ -110,3 +110,10 @@ def test_the_run_file_and_the_summary_say_where_the_time_went(
     assert term.lines[-2].startswith(("time: ", "  "))
     assert [line for line in term.lines if line.startswith("time: ")] == [
         time_lines(t, 120)[0]]
+
+
+@pytest.mark.parametrize("kind", ["requests", "latency", "throughput"])
+def test_a_kind_of_every_case_is_empty_only_without_configs_or_concurrencies(kind: str) -> None:
+    # Latency and throughput are judged against the baseline at every case: no gate to add.
+    reason = plugin.no_cases_reason("p", kind)
+    assert reason == f"profile 'p' has no {kind} cases: the profile has no server config or concurrency"

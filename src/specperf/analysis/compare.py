@@ -36,16 +36,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from specperf.analysis.outside_load import comparison_note
+from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
+from specperf.analysis.outside_load import busy_reason, comparison_note
 from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trials_for_shift
-from specperf.analysis.samples import earlier_runs, per_request, per_trial
+from specperf.analysis.samples import by_start, earlier_runs, per_request, per_trial
 from specperf.analysis.stats import (
     Comparison,
     Direction,
@@ -53,7 +54,9 @@ from specperf.analysis.stats import (
     between_run_spread,
     compare_rate,
     compare_samples,
+    replicated,
 )
+from specperf.analysis.verdict import TIMING_METRIC_KEYS, exit_status, outcome_of
 from specperf.schemas import (
     DEFAULT_BUDGETS,
     Baseline,
@@ -62,6 +65,7 @@ from specperf.schemas import (
     CompareRules,
     MetricKey,
     MetricRule,
+    Outcome,
     Provenance,
     RunResult,
     Summary,
@@ -108,7 +112,7 @@ class _Model(BaseModel):
 class MetricDetail(_Model):
     """What a Comparison alone does not say: unit, sample kind and spread."""
 
-    key: MetricKey
+    key: MetricKey | Literal["tpot_gain", "tpot_vs_nospec"]
     unit: str
     samples: SampleKind = Field(description="what one sample was")
     baseline_spread: float | None = Field(
@@ -144,6 +148,15 @@ class CaseComparison(_Model):
         default_factory=dict, description="by Comparison.metric"
     )
     notes: list[str] = Field(default_factory=list)
+    busy: str | None = Field(
+        None, description="why this case's timing checks were not measured (\"machine busy "
+                          "(0.6 cores from other processes)\"); None: measured on a quiet machine")
+
+    def outcome(self, comparison: Comparison) -> Outcome:
+        """The check outcome of one of this case's comparisons (specperf.analysis.verdict)."""
+        detail = self.detail(comparison)
+        timing = detail is None or detail.key in TIMING_METRIC_KEYS
+        return outcome_of(comparison, busy=self.busy is not None and timing)
 
     @property
     def worst(self) -> Verdict | None:
@@ -181,13 +194,20 @@ class RunComparison(_Model):
 
     @property
     def regressions(self) -> list[tuple[CaseComparison, Comparison]]:
-        return [(c, m) for c, m in self.all() if m.verdict is Verdict.REGRESSION]
+        """The comparisons whose check FAILS (a REGRESSION measured on a quiet machine)."""
+        return [(c, m) for c, m in self.all() if c.outcome(m) == "fail"]
+
+    def outcomes(self) -> list[Outcome]:
+        """Every comparison's check outcome, as the pytest run decides it."""
+        return [c.outcome(m) for c, m in self.all()]
 
     @property
     def exit_code(self) -> int:
+        """0 passed, 1 a check failed, 2 refused, 6 inconclusive, 7 machine busy
+        (specperf.analysis.verdict)."""
         if self.refusals:
             return 2
-        return 1 if self.regressions else 0
+        return exit_status(self.outcomes())
 
     def summary_line(self) -> str:
         """'3 cases: 1 regression, 0 improvements, 2 inconclusive, 14 unchanged'."""
@@ -197,11 +217,14 @@ class RunComparison(_Model):
         n = self.counts()
         reg = n[Verdict.REGRESSION]
         imp = n[Verdict.IMPROVEMENT]
+        busy = sum(1 for c in self.cases if c.busy)
         return (
             f"{len(self.cases)} case{'s' if len(self.cases) != 1 else ''}: "
             f"{reg} regression{'s' if reg != 1 else ''}, "
             f"{imp} improvement{'s' if imp != 1 else ''}, "
             f"{n[Verdict.INCONCLUSIVE]} inconclusive, {n[Verdict.UNCHANGED]} unchanged"
+            + (f"; {busy} case{'s' if busy != 1 else ''} not measured: machine busy"
+               if busy else "")
         )
 
 
@@ -240,10 +263,13 @@ def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
             tolerance: float, why: str, advice: str) -> Comparison:
     """The budget rule (docs/statistics.md): a point comparison without an interval.
 
-    Beyond ``tolerance`` in the bad direction: REGRESSION (good direction: IMPROVEMENT);
-    within the rule's minimum effect: UNCHANGED; in between: INCONCLUSIVE.
+    One-sided, like the interval rule: worse by more than ``tolerance`` (never less than
+    the rule's minimum effect): REGRESSION; worse by more than the minimum effect but
+    within the budget: INCONCLUSIVE; otherwise UNCHANGED (better by more than the budget:
+    IMPROVEMENT).
     """
     m = rule.min_effect
+    tolerance = max(tolerance, m)
     unit = f" {rule.unit}" if rule.unit else ""
     how = f"{why}, so there is no interval: judged against the ±{tolerance * 100:g} % budget"
     if not (math.isfinite(b) and math.isfinite(c)) or b <= 0:
@@ -257,17 +283,20 @@ def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
         moved = (f"{'rose' if delta > 0 else 'fell'} {abs(delta) * 100:.1f} %" if delta
                  else "did not move")
         moved += f" ({b:.4g} → {c:.4g}{unit})"
-        if abs(delta) > tolerance:
-            worse = (delta > 0) == (rule.direction is Direction.LOWER_IS_BETTER)
-            verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+        worse_by = delta if rule.direction is Direction.LOWER_IS_BETTER else -delta
+        if worse_by > tolerance:
+            verdict = Verdict.REGRESSION
             tail = "beyond it"
-        elif abs(delta) <= m:
-            verdict = Verdict.UNCHANGED
-            tail = f"inside the ±{m * 100:g} % minimum effect"
-        else:
+        elif worse_by > m:
             verdict = Verdict.INCONCLUSIVE
-            tail = (f"inside the budget but beyond the ±{m * 100:g} % minimum effect, so it may "
+            tail = (f"inside the budget but beyond the {m * 100:g} % minimum effect, so it may "
                     f"be noise; {advice}")
+        elif -worse_by > tolerance:
+            verdict = Verdict.IMPROVEMENT
+            tail = "beyond it, for the better"
+        else:
+            verdict = Verdict.UNCHANGED
+            tail = f"clear of the {m * 100:g} % minimum effect"
         reason = f"{rule.name} {statistic} {moved}; {how}, {tail}"
     return Comparison(
         metric=rule.name,
@@ -332,10 +361,16 @@ def _summary_budget(base: CaseResult, cur: CaseResult, key: str, rule: MetricRul
     )
 
 
-def compare_cases(base: CaseResult, cur: CaseResult,
+def compare_cases(base: CaseResult | None, cur: CaseResult,
                   rules: CompareRules | None = None,
-                  earlier: Sequence[CaseResult] = ()) -> CaseComparison:
-    """Every enabled metric of one case, baseline against current.
+                  earlier: Sequence[CaseResult] = (), *,
+                  paired: CaseResult | None = None,
+                  base_paired: CaseResult | None = None,
+                  gain_floor: float | None = None) -> CaseComparison:
+    """Every enabled metric of one case, baseline against current, and its paired TPOT
+    gain (:mod:`specperf.analysis.gain`) when the run has one: against ``gain_floor``, and
+    against the baseline's gain when ``base_paired`` is given. ``base`` None: the gain alone
+    (a case without a baseline).
 
     ``earlier``: the same case in other kept runs of the baseline (same hardware, profile
     and server config; see :func:`compare_runs`). With per-trial samples their trials are
@@ -344,21 +379,44 @@ def compare_cases(base: CaseResult, cur: CaseResult,
     restart shifts every trial of a run together, which one run's trials cannot show.
     """
     rules = rules or CompareRules()
-    runs = [base, *earlier][: rules.baseline_runs]
     out = CaseComparison(
         case=cur.case,
         config_label=cur.config_label,
         method=cur.method,
         draft_model=cur.draft_model,
         num_speculative_tokens=cur.num_speculative_tokens,
-        baseline_trials=len(base.trials),
+        baseline_trials=len(base.trials) if base is not None else 0,
         current_trials=len(cur.trials),
+        busy=busy_reason(cur.trials, paired.trials if paired is not None else ()),
     )
-    by_trial = min(len(base.trials), len(cur.trials)) >= rules.min_trials
 
     def add(comparison: Comparison, detail: MetricDetail) -> None:
         out.comparisons.append(comparison)
         out.details[comparison.metric] = detail
+
+    if paired is not None and gain_floor is not None and rules.rule("tpot").enabled:
+        comparison, kind = gain_vs_floor(cur, paired, gain_floor, rules)
+        add(comparison, MetricDetail(key="tpot_gain", unit="×", samples=kind,  # type: ignore[arg-type]
+                                     note=f"paired with {len(paired.trials)} no-spec trials of "
+                                          "the same run; baseline column = the floor"))
+        if base_paired is not None and base is not None:
+            comparison, kind = gain_vs_baseline(cur, paired, base, base_paired, rules)
+            add(comparison, MetricDetail(key="tpot_vs_nospec", unit="", samples=kind,  # type: ignore[arg-type]
+                                         note="spec TPOT / the same run's no-spec TPOT "
+                                              "(1 / gain), against the baseline's"))
+    if base is None:
+        return out
+    _against_baseline(out, add, base, cur, rules, earlier)
+    return out
+
+
+def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDetail], None],
+                      base: CaseResult, cur: CaseResult, rules: CompareRules,
+                      earlier: Sequence[CaseResult]) -> None:
+    runs = [base, *earlier][: rules.baseline_runs]
+    by_trial = min(len(base.trials), len(cur.trials)) >= rules.min_trials
+    # More than one: a fresh-server confirmation, whose flags each start must show.
+    starts = by_start(cur)
 
     for key in ("ttft", "tpot", "e2e"):
         rule = rules.rule(key)  # type: ignore[arg-type]
@@ -379,11 +437,18 @@ def compare_cases(base: CaseResult, cur: CaseResult,
                                      note=f"budget rule (±{rules.budget(key) * 100:g} %), "  # type: ignore[arg-type]
                                           "no interval: no samples on one side"))
             continue
-        comparison = compare_samples(
-            rule.name, b, c, direction=rule.direction, min_effect=rule.min_effect,
-            alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
-            confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-        )
+        def on_requests(current: list[float], rule: MetricRule = rule,
+                        b: list[float] = b) -> Comparison:
+            return compare_samples(
+                rule.name, b, current, direction=rule.direction, min_effect=rule.min_effect,
+                alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
+                confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+            )
+
+        comparison = on_requests(c)
+        if len(starts) > 1:
+            comparison = replicated(comparison, [on_requests(per_request(s, key))
+                                                 for s in starts])
         comparison = comparison.model_copy(update={
             "reason": comparison.reason.rstrip(".") + f"; samples are requests, not trials "
             f"(fewer than {rules.min_trials} trials per side), so the interval understates "
@@ -403,7 +468,11 @@ def compare_cases(base: CaseResult, cur: CaseResult,
         else:
             b = [t.output_throughput for t in base.trials]
             c = [t.output_throughput for t in cur.trials]
-            add(_throughput_budget(base, cur, rule, rules),
+            budget = _throughput_budget(base, cur, rule, rules)
+            if len(starts) > 1:
+                budget = replicated(budget, [_throughput_budget(base, one, rule, rules)
+                                             for one in starts])
+            add(budget,
                 MetricDetail(key="output_throughput", unit=rule.unit, samples="trial_means",
                              baseline_spread=_spread(b), current_spread=_spread(c),
                              note=f"budget rule (±{rules.budget('output_throughput') * 100:g}"
@@ -414,38 +483,15 @@ def compare_cases(base: CaseResult, cur: CaseResult,
         _compare_acceptance(base, cur, rule, rules, out, add)
     if cur.confirmation is not None:
         out.notes.append(f"current run: {cur.confirmation.summary_line()}")
-    # Said, never acted on: the verdicts stay what the numbers say.
+    # Said, never acted on: the verdicts stay what the numbers say (a contended kept trial
+    # makes the timing checks BUSY: CaseComparison.busy).
     busy = comparison_note(base.trials, cur.trials)
     if busy:
         out.notes.append(busy)
-    return out
 
 
 #: The power the "catches ≥" figures are quoted at.
 DETECT_POWER = 0.9
-
-_FLAGS = (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-
-
-def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
-    """The verdict of a case measured on several server starts (a fresh-server
-    confirmation): a flag stands only when every start, compared alone with the baseline,
-    shows it. One start's own offset (measured: docs/validation.md) then cannot pass for a
-    change of vLLM, while a real change shows on every start. The ratio and interval shown
-    are the pooled trials'; when the starts disagree and the pooled trials would flag, the
-    verdict is INCONCLUSIVE, and a flag no start showed alone is not raised either."""
-    verdicts = [s.verdict for s in starts]
-    each = ", ".join(f"start {i + 1} {s.verdict.value} ({s.ratio:.3f})"
-                     for i, s in enumerate(starts))
-    if verdicts[0] in _FLAGS and all(v is verdicts[0] for v in verdicts):
-        verdict, why = verdicts[0], f"confirmed on {len(starts)} server starts: {each}"
-    elif pooled.verdict in _FLAGS or any(v in _FLAGS for v in verdicts):
-        verdict, why = Verdict.INCONCLUSIVE, f"not confirmed on a fresh server: {each}"
-    else:
-        verdict, why = pooled.verdict, f"server starts: {each}"
-    return pooled.model_copy(update={"verdict": verdict,
-                                     "reason": pooled.reason.rstrip(".") + f"; {why}."})
-
 
 def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
                       rule: MetricRule, rules: CompareRules, *,
@@ -620,9 +666,17 @@ def compare_runs(
         result.notes[:0] = [f"compared despite: {r.split(' — ')[0]}" for r in refusals]
 
     per_request = False
+    paired = run.paired_nospec if isinstance(run, RunResult) else {}
+    floors = run.tpot_gain_floors if isinstance(run, RunResult) else {}
+    base_paired = baseline.paired_nospec
     for case, cur in run_cases.items():
         base = base_cases.get(case)
+        gain = dict(paired=paired.get(case.id), gain_floor=floors.get(case.id),
+                    base_paired=base_paired.get(case.id) if base is not None else None)
         if base is None:
+            if gain["paired"] is not None and gain["gain_floor"] is not None:
+                # No baseline case, but the run's own paired gain is still judged.
+                result.cases.append(compare_cases(None, cur, rules, **gain))  # type: ignore[arg-type]
             continue
         changed = []
         if base.config_hash and cur.config_hash and base.config_hash != cur.config_hash:
@@ -639,7 +693,8 @@ def compare_runs(
                 result.refusals.append(msg)
                 continue
             result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
-        cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history))
+        cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history),
+                           **gain)  # type: ignore[arg-type]
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
         per_request |= any(d.samples == "requests" for d in cc.details.values())
@@ -698,7 +753,7 @@ def compare_runs(
     if result.only_in_baseline:
         result.notes.append(f"{len(result.only_in_baseline)} case(s) only in the baseline, not "
                             "compared: " + _case_list(result.only_in_baseline))
-    if not result.cases:
+    if not any(cc.case in base_cases for cc in result.cases):
         # A gate that compared nothing must not pass quietly.
         result.refusals.append(
             "nothing to compare: no case is present in both the run "
@@ -722,7 +777,10 @@ def inconclusive_metrics(cc: CaseComparison) -> list[str]:
     samples. A latency judged against a baseline's summary figures alone (no samples
     there, e.g. a provisional baseline) is left out: its band between the minimum effect
     and the budget does not narrow with trials on this side."""
-    out = []
+    out: list[str] = []
+    if cc.busy:
+        # Its contended trials stay in the case: more would not make its timings count.
+        return out
     for m in cc.comparisons:
         detail = cc.detail(m)
         if m.verdict is Verdict.INCONCLUSIVE and (detail is None or detail.samples
@@ -732,9 +790,13 @@ def inconclusive_metrics(cc: CaseComparison) -> list[str]:
 
 
 def flagged_metrics(cc: CaseComparison) -> list[str]:
-    """The metrics of a case a fresh server start can confirm or clear: REGRESSION or
-    IMPROVEMENT on per-trial samples. Acceptance (counters, exactly repeatable) and
-    summary-only comparisons are left out: another server start would not change them."""
+    """The metrics of a case a fresh server start can confirm or clear: a REGRESSION
+    measured in this run (trials or requests, the TPOT gain). Acceptance (counters,
+    exactly repeatable) and comparisons against a baseline's summary figures are left out:
+    another server start would not change them."""
+    if cc.busy:
+        # Not measured on a busy machine either way: a fresh start would not change that.
+        return []
     return [m.metric for m in cc.comparisons
-            if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-            and (d := cc.detail(m)) is not None and d.samples == "trials"]
+            if m.verdict is Verdict.REGRESSION
+            and (d := cc.detail(m)) is not None and d.samples not in ("counters", "summary")]

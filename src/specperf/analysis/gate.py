@@ -1,13 +1,24 @@
-"""The gates: pure functions from measured cases (and baselines) to GateChecks.
+"""The checks: pure functions from measured cases and their comparisons to GateChecks.
 
-Each check says in plain words which case, which metric, the baseline, the current
-figure and the threshold, so the pytest failure message is the explanation.
+Requests and the acceptance floors are exact (counts, counters); everything else a perf
+test asserts is a comparison of :mod:`specperf.analysis.compare` (against the baseline, or
+the paired TPOT gain against its floor), turned into a check by :func:`from_comparison`
+with the outcome :mod:`specperf.analysis.verdict` gives it — so the pytest outcome and
+``specperf compare`` cannot disagree. Each check says in plain words which case, which
+metric, the baseline, the current figure and the limit, so the message is the explanation.
 """
 
 from __future__ import annotations
 
-from specperf.config.profile import AcceptanceGate, BudgetGate, Load, TpotGainGate
-from specperf.schemas import CaseResult, GateCheck
+import math
+from typing import TYPE_CHECKING
+
+from specperf.config.profile import AcceptanceGate, Load
+from specperf.schemas import Case, CaseResult, Direction, GateCheck
+
+if TYPE_CHECKING:
+    from specperf.analysis.compare import CaseComparison
+    from specperf.analysis.stats import Comparison
 
 #: Acceptance figures are ratios of integer counters; this absorbs float round-off
 #: without hiding a change of one token in a million.
@@ -42,17 +53,18 @@ def check_requests(result: CaseResult, load: Load) -> GateCheck:
     )
 
 
-def check_acceptance(
-    result: CaseResult, gate: AcceptanceGate, baseline: CaseResult | None
-) -> list[GateCheck]:
+def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[GateCheck]:
+    """The acceptance floors (overall and per draft position): exact counters, no interval
+    needed. Against the baseline, acceptance is judged by the comparison
+    (:func:`from_comparison`) with the one tolerance of ``[compare.metrics.acceptance_rate]``."""
     case = result.case
     acc = result.acceptance
 
-    def mk(metric: str, current: float | None, threshold: float | None, base: float | None,
-           ok: bool, msg: str) -> GateCheck:
+    def mk(metric: str, current: float | None, threshold: float | None, ok: bool,
+           msg: str) -> GateCheck:
         return GateCheck(
             case=case, gate="acceptance", metric=metric, higher_is_better=True,
-            baseline=base, current=current, threshold=threshold,
+            current=current, threshold=threshold,
             outcome="pass" if ok else "fail", message=msg,
         )
 
@@ -62,120 +74,86 @@ def check_acceptance(
             if acc is None
             else "no draft tokens were proposed during the case"
         )
-        return [mk("acceptance_rate", None, gate.min_rate, None, False,
+        return [mk("acceptance_rate", None, gate.min_rate, False,
                    f"case {case.id}: acceptance cannot be measured: {why}")]
 
     checks: list[GateCheck] = []
     rate = acc.rate
-    base_acc = baseline.acceptance if baseline is not None else None
-    base_rate = base_acc.rate if base_acc is not None else None
     if gate.min_rate is not None:
         ok = rate + RATE_EPS >= gate.min_rate
         checks.append(mk(
-            "acceptance_rate", rate, gate.min_rate, base_rate, ok,
+            "acceptance_rate", rate, gate.min_rate, ok,
             f"case {case.id}: acceptance rate {rate:.4f} "
-            + ("meets" if ok else "is below") + f" the floor {gate.min_rate:.4f}"
-            + (f" (baseline {base_rate:.4f})" if base_rate is not None else ""),
+            + ("meets" if ok else "is below") + f" the floor {gate.min_rate:.4f}",
         ))
     per_pos = acc.per_position_rate
     for i, floor in enumerate(gate.min_per_position or []):
         if i >= len(per_pos):
-            checks.append(mk(f"acceptance_rate[pos {i}]", None, floor, None, False,
+            checks.append(mk(f"acceptance_rate[pos {i}]", None, floor, False,
                              f"case {case.id}: no acceptance counter for draft position {i} "
                              f"(the server drafts {len(per_pos)} tokens)"))
             continue
         ok = per_pos[i] + RATE_EPS >= floor
         checks.append(mk(
-            f"acceptance_rate[pos {i}]", per_pos[i], floor, None, ok,
+            f"acceptance_rate[pos {i}]", per_pos[i], floor, ok,
             f"case {case.id}: acceptance at draft position {i} is {per_pos[i]:.4f}, "
             + ("meets" if ok else "below") + f" the floor {floor:.4f}",
         ))
-    if base_acc is not None and base_rate is not None:
-        tol = gate.baseline_tolerance
-        ok = rate + tol + RATE_EPS >= base_rate
-        checks.append(mk(
-            "acceptance_rate vs baseline", rate, base_rate - tol, base_rate, ok,
-            f"case {case.id}: acceptance rate {rate:.4f} vs baseline {base_rate:.4f} "
-            f"(tolerance −{tol:.4f}): " + ("within" if ok else "REGRESSED beyond") + " tolerance",
-        ))
-        base_pp = base_acc.per_position_rate
-        for i, (cur, base) in enumerate(zip(per_pos, base_pp, strict=False)):
-            ok = cur + tol + RATE_EPS >= base
-            checks.append(mk(
-                f"acceptance_rate[pos {i}] vs baseline", cur, base - tol, base, ok,
-                f"case {case.id}: acceptance at draft position {i} is {cur:.4f} vs baseline "
-                f"{base:.4f} (tolerance −{tol:.4f})",
-            ))
     return checks
 
 
-def check_tpot_gain(result: CaseResult, nospec: CaseResult | None, gate: TpotGainGate) -> GateCheck:
-    case = result.case
-    need = gate.ratio_at(case.concurrency)
-    spec_tpot = result.tpot_ms.median
-    base_tpot = nospec.tpot_ms.median if nospec is not None else None
-
-    def mk(ok: bool | None, msg: str, current: float | None = spec_tpot) -> GateCheck:
-        return GateCheck(
-            case=case, gate="tpot_gain", metric="median TPOT vs no-spec (same run)", unit="ms",
-            higher_is_better=False, baseline=base_tpot, current=current, threshold=need,
-            outcome="skip" if ok is None else ("pass" if ok else "fail"), message=msg,
-        )
-
-    if nospec is None or base_tpot is None:
-        return mk(False, f"case {case.id}: the no-spec server was not measured at concurrency "
-                         f"{case.concurrency} in this run, so the TPOT gain cannot be computed")
-    if spec_tpot is None or spec_tpot <= 0:
-        return mk(False, f"case {case.id}: no TPOT was measured (every request failed or "
-                         "produced fewer than 2 tokens)")
-    gain = base_tpot / spec_tpot
-    ok = gain + RATE_EPS >= need
-    verb = "meets" if ok else "is below"
-    return mk(ok, f"case {case.id}: median TPOT {spec_tpot:.2f} ms vs no-spec {base_tpot:.2f} ms "
-                  f"in the same run: gain {gain:.2f}× {verb} the required {need:.2f}×")
+#: Which comparisons (by MetricDetail.key) each test kind asserts.
+KIND_METRICS: dict[str, frozenset[str]] = {
+    "acceptance": frozenset({"acceptance_rate"}),
+    "tpot_gain": frozenset({"tpot_gain", "tpot_vs_nospec"}),
+    "latency": frozenset({"ttft", "tpot", "e2e"}),
+    "throughput": frozenset({"output_throughput"}),
+}
 
 
-def check_ttft_budget(result: CaseResult, baseline: CaseResult | None, gate: BudgetGate,
-                      no_baseline_reason: str) -> GateCheck:
-    case = result.case
-    # A provisional baseline from published figures may carry only means; the budget
-    # then compares means on both sides ("used only for the metrics it has").
-    stat = "median"
-    if baseline is not None and baseline.ttft_ms.median is None and baseline.ttft_ms.mean is not None:
-        stat = "mean"
-    cur = getattr(result.ttft_ms, stat)
-    base = getattr(baseline.ttft_ms, stat) if baseline is not None else None
-    common = dict(case=case, gate="ttft_budget", metric=f"{stat} TTFT", unit="ms",
-                  higher_is_better=False, current=cur)
-    if base is None:
-        return GateCheck(**common, outcome="skip", message=no_baseline_reason)  # type: ignore[arg-type]
-    limit = base * (1.0 + gate.ttft_tolerance)
-    if cur is None:
-        return GateCheck(**common, baseline=base, threshold=limit, outcome="fail",  # type: ignore[arg-type]
-                         message=f"case {case.id}: no TTFT was measured (every request failed)")
-    ok = cur <= limit
-    return GateCheck(
-        **common, baseline=base, threshold=limit, outcome="pass" if ok else "fail",  # type: ignore[arg-type]
-        message=f"case {case.id}: {stat} TTFT {cur:.1f} ms vs baseline {base:.1f} ms "
-                f"({(cur / base - 1) * 100:+.1f} %), budget ≤ {limit:.1f} ms "
-                f"(+{gate.ttft_tolerance * 100:.0f} %): " + ("within" if ok else "OVER") + " budget",
-    )
+def from_comparison(kind: str, cc: CaseComparison) -> list[GateCheck]:
+    """The checks of one test kind, one per comparison of the case that the kind asserts,
+    each with the outcome :mod:`specperf.analysis.verdict` gives it — the same as
+    ``specperf compare`` shows for the case."""
+    wanted = KIND_METRICS[kind]
+    out = []
+    for m in cc.comparisons:
+        detail = cc.detail(m)
+        if detail is None or detail.key not in wanted:
+            continue
+        outcome = cc.outcome(m)
+        if outcome == "busy":
+            message = f"case {cc.case.id}: {m.metric} not measured: {cc.busy}"
+        else:
+            word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[outcome]
+            message = f"case {cc.case.id}: {word}: {m.reason}"
+        # The gain's comparison holds the floor where a baseline would be: it is the limit.
+        floor = detail.key == "tpot_gain"
+        out.append(GateCheck(
+            case=cc.case, gate=kind, metric=m.metric, unit=detail.unit,  # type: ignore[arg-type]
+            higher_is_better=m.direction is Direction.HIGHER_IS_BETTER,
+            baseline=None if floor else _finite(m.baseline), current=_finite(m.current),
+            threshold=_limit(m), outcome=outcome, message=message,
+        ))
+    return out
 
 
-def check_throughput_budget(result: CaseResult, baseline: CaseResult | None, gate: BudgetGate,
-                            no_baseline_reason: str) -> GateCheck:
-    case = result.case
-    cur = result.output_throughput
-    base = baseline.output_throughput if baseline is not None else None
-    common = dict(case=case, gate="throughput_budget", metric="output throughput", unit="tok/s",
-                  higher_is_better=True, current=cur)
-    if base is None:
-        return GateCheck(**common, outcome="skip", message=no_baseline_reason)  # type: ignore[arg-type]
-    floor = base * (1.0 - gate.throughput_tolerance)
-    ok = cur >= floor
-    return GateCheck(
-        **common, baseline=base, threshold=floor, outcome="pass" if ok else "fail",  # type: ignore[arg-type]
-        message=f"case {case.id}: output throughput {cur:.1f} tok/s vs baseline {base:.1f} tok/s "
-                f"({(cur / base - 1) * 100:+.1f} %), floor ≥ {floor:.1f} tok/s "
-                f"(−{gate.throughput_tolerance * 100:.0f} %): " + ("within" if ok else "BELOW") + " budget",
-    )
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _limit(m: Comparison) -> float | None:
+    """The value the current figure is held to: the gain floor, or the baseline moved by
+    the minimum effect in the bad direction."""
+    if not math.isfinite(m.baseline):
+        return None
+    if m.min_effect == 0.0:
+        return m.baseline
+    worse = 1.0 + m.min_effect if m.direction is Direction.LOWER_IS_BETTER else 1.0 - m.min_effect
+    return m.baseline * worse if m.statistic != "rate" else m.baseline - m.min_effect
+
+
+def not_judged(kind: str, case: Case, reason: str) -> GateCheck:
+    """A kind with nothing to judge against (no baseline case): skipped with the reason."""
+    return GateCheck(case=case, gate=kind, metric="baseline", higher_is_better=True,  # type: ignore[arg-type]
+                     outcome="skip", message=reason)

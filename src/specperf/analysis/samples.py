@@ -17,7 +17,7 @@ import numpy as np
 
 from specperf.schemas import Baseline, CaseResult, Provenance, RequestSample, RunResult, Trial
 
-__all__ = ["earlier_runs", "kept_runs", "per_request", "per_trial"]
+__all__ = ["by_start", "earlier_runs", "kept_runs", "per_request", "per_trial", "starts_of"]
 
 
 def _latency_ms(s: RequestSample, key: str) -> float | None:
@@ -50,6 +50,20 @@ def per_trial(case: CaseResult, key: str) -> list[float]:
 
 def per_request(case: CaseResult, key: str) -> list[float]:
     return [v for t in case.trials for v in _trial_values(t, key)]
+
+
+def starts_of(trials: Sequence[Trial]) -> list[int]:
+    """The server start each trial ran on (0 when unmarked: the only start)."""
+    return [t.server_start or 0 for t in trials]
+
+
+def by_start(case: CaseResult) -> list[CaseResult]:
+    """The case once per server start its trials came from, in start order (one element
+    for a case measured on one start): a fresh-server confirmation is judged per start."""
+    starts = starts_of(case.trials)
+    return [case.model_copy(update={"trials": [t for t, s in zip(case.trials, starts,
+                                                                  strict=True) if s == start]})
+            for start in sorted(set(starts))]
 
 
 def kept_runs(baseline: RunResult | Baseline,

@@ -15,7 +15,7 @@ the code is written the way it is.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import Enum
 from typing import Literal
 
@@ -36,6 +36,7 @@ __all__ = [
     "compare_rate",
     "ratio_ci",
     "compare_samples",
+    "replicated",
     "widen_ci",
 ]
 
@@ -248,9 +249,31 @@ def compare_samples(
         p_value=p_value,
         verdict=verdict,
         reason=_sample_reason(
-            metric, statistic, ratio, ci, confidence, p_value, alpha, min_effect, why
+            metric, statistic, ratio, ci, confidence, p_value, alpha, min_effect, why,
+            direction,
         ) + _between_note(between_run_sd, baseline_runs, current_runs),
     )
+
+
+def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
+    """The verdict of a case measured on several server starts (a fresh-server
+    confirmation): a REGRESSION stands only when every start, compared alone with the
+    baseline, shows it. One start's own offset (measured: docs/validation.md) then cannot
+    pass for a change of vLLM, while a real change shows on every start. The ratio and
+    interval shown are the pooled samples'; when the starts disagree and the pooled samples
+    or a start would regress, the verdict is INCONCLUSIVE."""
+    verdicts = [s.verdict for s in starts]
+    each = ", ".join(f"start {i + 1} {s.verdict.value} ({s.ratio:.3f})"
+                     for i, s in enumerate(starts))
+    regression = Verdict.REGRESSION
+    if verdicts and all(v is regression for v in verdicts):
+        verdict, why = regression, f"confirmed on {len(starts)} server starts: {each}"
+    elif pooled.verdict is regression or regression in verdicts:
+        verdict, why = Verdict.INCONCLUSIVE, f"not confirmed on a fresh server: {each}"
+    else:
+        verdict, why = pooled.verdict, f"server starts: {each}"
+    return pooled.model_copy(update={"verdict": verdict,
+                                     "reason": pooled.reason.rstrip(".") + f"; {why}."})
 
 
 def _between_note(between_run_sd: float, baseline_runs: int, current_runs: int = 1) -> str:
@@ -400,7 +423,8 @@ def ratio_ci(
 
 
 # Which case of the truth table applied; the reason sentence is written from it.
-_Why = Literal["beyond", "beyond_not_significant", "within", "straddles", "undefined"]
+_Why = Literal["beyond", "beyond_not_significant", "improved", "clears", "straddles",
+               "undefined"]
 
 
 def _decide(
@@ -411,19 +435,31 @@ def _decide(
     min_effect: float,
     direction: Direction,
 ) -> tuple[Verdict, _Why]:
-    """The verdict rule (docs/statistics.md), for a CI of the ratio and a p-value."""
+    """The verdict rule (docs/statistics.md), for a CI of the ratio and a p-value.
+
+    One-sided about the regression limit (``1 + min_effect`` for a lower-is-better
+    metric, ``1 - min_effect`` for a higher-is-better one), because that limit is what a
+    check asserts: REGRESSION when the whole interval lies beyond it and the test is
+    significant; UNCHANGED ("no change that matters") when the whole interval clears it;
+    IMPROVEMENT when it also lies wholly beyond the opposite boundary, significantly;
+    INCONCLUSIVE when it straddles the limit (or lies beyond it without significance).
+    """
     lo, hi = ci
     if math.isnan(lo) or math.isnan(hi):
         return Verdict.INCONCLUSIVE, "undefined"
-    rose = lo >= 1.0 + min_effect
-    fell = hi <= 1.0 - min_effect
-    if rose or fell:
+    lower_is_better = direction is Direction.LOWER_IS_BETTER
+    limit = 1.0 + min_effect if lower_is_better else 1.0 - min_effect
+    worse = lo >= limit if lower_is_better else hi <= limit
+    clears = hi < limit if lower_is_better else lo > limit
+    if worse:
         if p_value >= alpha:
             return Verdict.INCONCLUSIVE, "beyond_not_significant"
-        worse = rose if direction is Direction.LOWER_IS_BETTER else fell
-        return (Verdict.REGRESSION if worse else Verdict.IMPROVEMENT), "beyond"
-    if 1.0 - min_effect < lo and hi < 1.0 + min_effect:
-        return Verdict.UNCHANGED, "within"
+        return Verdict.REGRESSION, "beyond"
+    if clears:
+        better = hi <= 1.0 - min_effect if lower_is_better else lo >= 1.0 + min_effect
+        if better and p_value < alpha:
+            return Verdict.IMPROVEMENT, "improved"
+        return Verdict.UNCHANGED, "clears"
     return Verdict.INCONCLUSIVE, "straddles"
 
 
@@ -437,6 +473,7 @@ def _sample_reason(
     alpha: float,
     min_effect: float,
     why: _Why,
+    direction: Direction = Direction.LOWER_IS_BETTER,
 ) -> str:
     """One sentence, e.g. 'TPOT median rose 27.1 % (95 % CI +18.0 … +36.2 %), beyond ...'."""
     lo, hi = ci
@@ -453,26 +490,22 @@ def _sample_reason(
     m = f"{min_effect * 100:g} %"
     test = f"Mann-Whitney p={p_value:.2g}"
     head = f"{metric} {statistic} {moved} ({ci_text})"
+    worse_word = "+" if direction is Direction.LOWER_IS_BETTER else "−"
     if why == "beyond":
-        return f"{head}, beyond the {m} minimum effect; {test} < {alpha:g}"
+        return f"{head}, wholly beyond the {worse_word}{m} limit; {test} < {alpha:g}"
     if why == "beyond_not_significant":
         return (
-            f"{head}, beyond the {m} minimum effect, but {test} is not below {alpha:g}, "
+            f"{head}, beyond the {worse_word}{m} limit, but {test} is not below {alpha:g}, "
             "so the call is withheld; add trials"
         )
-    if why == "within":
-        return f"{head}, inside the ±{m} minimum effect, so no change that matters ({test})"
+    if why == "improved":
+        return f"{head}, wholly beyond the minimum effect on the good side; {test} < {alpha:g}"
+    if why == "clears":
+        return f"{head}, which clears the {worse_word}{m} limit, so no change that matters ({test})"
     if why == "straddles":
-        could_rise = lo < 1.0 + min_effect < hi
-        could_fall = lo < 1.0 - min_effect < hi
-        which = (
-            f"both ±{m} boundaries"
-            if could_rise and could_fall
-            else f"the {'+' if could_rise else '-'}{m} boundary"
-        )
         return (
-            f"{head}, which crosses {which} of the minimum effect, so the change may or may "
-            f"not matter ({test}); add trials"
+            f"{head}, which crosses the {worse_word}{m} limit, so it may or may not be a "
+            f"regression ({test}); add trials"
         )
     return f"{head}: the interval is undefined (a resampled baseline {statistic} was 0)"
 

@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specperf",
         description="Review specperf runs and baselines (no vLLM needed): compare, report, "
                     "show, schema; and the plug-in commands.",
-        epilog="Exit codes: 0 ok, 1 regression (compare), 2 bad input.",
+        epilog="Exit codes: 0 ok, 1 regression (compare), 2 bad input, 6 inconclusive, 7 machine "
+               "busy (compare: the perf run's own verdict).",
     )
     parser.add_argument("--version", action="version", version=f"specperf {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

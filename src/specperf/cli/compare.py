@@ -1,4 +1,5 @@
-"""``specperf compare RUN BASELINE``: the offline gate; exit 1 on a regression."""
+"""``specperf compare RUN BASELINE``: the offline gate — the verdict the perf run's pytest
+gave (specperf.analysis.verdict): exit 1 on a regression, 6 inconclusive, 7 machine busy."""
 
 from __future__ import annotations
 
@@ -17,13 +18,16 @@ PROG = "specperf"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "compare", help="compare a run against a baseline; exit 1 on a regression",
+        "compare", help="compare a run against a baseline; exit 1 on a regression, 6 "
+                        "inconclusive, 7 machine busy",
         description="Compare a run (or a baseline) against a baseline, per case and metric, "
                     "with a Mann-Whitney test and a bootstrap CI, under the comparison rules "
                     "the run recorded (its profile's [compare] table; else the defaults). "
-                    "Exit 0: no regression; 1: a "
-                    "regression; 2: bad input or incomparable files (other hardware or "
-                    "profile).")
+                    "The outcome of every case and metric is the one the perf run's pytest "
+                    "gave it. Exit 0: every check passed; 1: a regression (FAIL); 2: bad "
+                    "input or incomparable files (other hardware or profile); 6: nothing "
+                    "failed but something is INCONCLUSIVE; 7: nothing failed but some timing "
+                    "checks were not measured (machine busy).")
     p.add_argument("run", help="run.json (or a baseline file)")
     p.add_argument("baseline", help="baseline file (or another run.json)")
     p.add_argument("--markdown", metavar="PATH", help="also write the diff as GitHub markdown")

@@ -63,16 +63,20 @@ def parse_wait(text: str) -> float:
     return x
 
 
-def parse_retry_cap(text: str) -> int:
+def parse_retry_cap(text: str) -> int | None:
     """--perf-retry-inconclusive=CAP: the most trials a case may get, at least 2 (that it
-    exceeds the repeats is checked against the profile, by PerfSession.check_options)."""
+    exceeds the repeats is checked against the profile, by PerfSession.check_options);
+    ``off``: no extra trials (None)."""
+    if text.strip().lower() == "off":
+        return None
     try:
         cap = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a number of trials, got {text!r}: write --perf-retry-inconclusive=CAP, "
-            "or put the bare option after the test paths") from None
+            f"expected a number of trials or off, got {text!r}: write "
+            "--perf-retry-inconclusive=CAP (or =off), or put the bare option after the test "
+            "paths") from None
     if cap < 2:
         raise argparse.ArgumentTypeError(f"the cap is the most trials per case, at least 2, "
-                                         f"not {cap}")
+                                         f"not {cap} (=off turns the extra trials off)")
     return cap

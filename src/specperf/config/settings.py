@@ -77,7 +77,9 @@ class Settings(BaseSettings):
 
     @property
     def fault_injection(self) -> bool:
-        return bool(self.proxy_delay_ms)
+        # 0 counts: a zero-delay proxy is the reference an injected run is compared with
+        # (docs/validation.md, "Injected regression": the proxy itself costs TPOT).
+        return self.proxy_delay_ms is not None
 
     def proxy_config_ids(self) -> list[str]:
         return [c for c in (self.proxy_configs or "").split(",") if c]

@@ -87,6 +87,14 @@ class BaselineContext:
             return None
         return self.baseline.case(case)
 
+    def paired(self, case: Case) -> CaseResult | None:
+        """The no-spec trials paired with a comparable baseline case (its TPOT gain on this
+        hardware); None when there is no such case or it was kept without them."""
+        if self.case(case) is None:
+            return None
+        assert self.baseline is not None
+        return self.baseline.paired_nospec.get(case.id)
+
     def earlier(self, base: CaseResult) -> list[CaseResult]:
         """The kept earlier runs of a baseline case the comparison pools with it."""
         assert self.baseline is not None
@@ -150,6 +158,11 @@ class BaselineContext:
             or self.prompts_mismatch() is not None
         ):
             cases = {}
+        paired = dict(self.baseline.paired_nospec) if self.baseline is not None and cases else {}
         for c in run.cases:
             cases[c.case] = c
-        return Baseline(provenance=run.provenance, cases=list(cases.values()))
+            # A re-measured case keeps its own gain (or none), never the old one's.
+            paired.pop(c.case.id, None)
+        paired.update(run.paired_nospec)
+        return Baseline(provenance=run.provenance, cases=list(cases.values()),
+                        paired_nospec=paired)

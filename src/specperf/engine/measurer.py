@@ -94,6 +94,9 @@ class CaseMeasurer:
     measure_errors: dict[Case, str] = field(default_factory=dict)
     #: Where the run's time goes: a confirmation's restart is charged here.
     clock: RunClock = field(default_factory=RunClock)
+    #: Each measured case judged: against the baseline and its paired TPOT gain (None:
+    #: nothing to judge against).
+    comparisons: dict[Case, CaseComparison | None] = field(default_factory=dict)
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         """Concurrencies at which this spec config runs paired no-spec trials: where a
@@ -142,11 +145,12 @@ class CaseMeasurer:
         return run
 
     def _plan(self, run: _ConfigRun) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
-        has_baseline = self.baselines().baseline is not None
+        # Something to judge while the server is up: a baseline, or a paired TPOT gain.
+        judged = self.baselines().baseline is not None or bool(run.paired)
         return trial_plan(
             run.cfg.id, list(run.trials), self.repeats,
-            retry_cap=self.retry_cap if has_baseline else None,
-            confirm=has_baseline and self.profile.compare.confirm_on_fresh_server,
+            retry_cap=self.retry_cap if judged else None,
+            confirm=judged and self.profile.compare.confirm_on_fresh_server,
         )
 
     def _carry_out(self, run: _ConfigRun,
@@ -201,20 +205,42 @@ class CaseMeasurer:
         run.start = 1
         return None
 
-    def _compare_now(self, run: _ConfigRun, c: int) -> CaseComparison | None:
-        """The config's case at concurrency ``c``, as measured so far, against the
-        baseline and its kept runs; None without a comparable baseline case."""
-        ctx = self.baselines()
-        base = ctx.case(Case(config_id=run.cfg.id, concurrency=c))
-        if base is None:
+    def gain_floor(self, case: Case) -> float | None:
+        """The floor of a case's paired TPOT gain; None when it has no TPOT-gain gate."""
+        g = self.profile.gates_for(self.profile.config(case.config_id)).tpot_gain
+        if g is None or case.concurrency > g.max_concurrency:
             return None
-        # Here: compare loads scipy, which only a run that compares as it goes needs.
+        return g.ratio_at(case.concurrency)
+
+    def _compare_now(self, run: _ConfigRun, c: int) -> CaseComparison | None:
+        """The config's case at concurrency ``c``, as measured so far: against the baseline
+        and its kept runs, and its paired TPOT gain; None with neither to judge."""
+        case = Case(config_id=run.cfg.id, concurrency=c)
+        p = self.profile
+        cur = case_result(case, run.cfg, run.trials[c], run.version, p.config_hash(run.cfg))
+        paired = self._paired_result(run, c)
+        return self._judge(cur, paired)
+
+    def _paired_result(self, run: _ConfigRun, c: int) -> CaseResult | None:
+        p = self.profile
+        if c not in run.paired or p.nospec is None or run.nospec is None or not run.paired[c]:
+            return None
+        return case_result(Case(config_id=p.nospec.id, concurrency=c), p.nospec, run.paired[c],
+                           run.nospec.version, p.config_hash(p.nospec))
+
+    def _judge(self, cur: CaseResult, paired: CaseResult | None) -> CaseComparison | None:
+        ctx = self.baselines()
+        base = ctx.case(cur.case)
+        floor = self.gain_floor(cur.case) if paired is not None else None
+        if base is None and floor is None:
+            return None
+        # Here: compare loads scipy, which only a run that judges as it goes needs.
         from specperf.analysis.compare import compare_cases
 
-        p = self.profile
-        cur = case_result(Case(config_id=run.cfg.id, concurrency=c), run.cfg, run.trials[c],
-                          run.version, p.config_hash(run.cfg))
-        return compare_cases(base, cur, p.compare, earlier=ctx.earlier(base))
+        return compare_cases(base, cur, self.profile.compare,
+                             earlier=ctx.earlier(base) if base is not None else (),
+                             paired=paired, base_paired=ctx.paired(cur.case),
+                             gain_floor=floor)
 
     def _failed(self, run: _ConfigRun, exc: Exception) -> MeasureError:
         current = run.current
@@ -248,11 +274,12 @@ class CaseMeasurer:
             self._report(result)
             if result.n_errors:
                 self._report_errors(result, run.server)
-            if c in run.paired and p.nospec is not None and run.nospec is not None:
-                ncfg = p.nospec
-                self.paired[cc] = case_result(Case(config_id=ncfg.id, concurrency=c), ncfg,
-                                              run.paired[c], run.nospec.version,
-                                              p.config_hash(ncfg))
+            paired = self._paired_result(run, c)
+            if paired is not None:
+                self.paired[cc] = paired
+            # The final judgement: what every check of the case reads, the same comparison
+            # `specperf compare` makes of the run file.
+            self.comparisons[cc] = self._judge(result, paired)
 
     def _report_errors(self, result: CaseResult, server: VllmServer) -> None:
         """Failed requests: the first error on one line and the server's log tail, once

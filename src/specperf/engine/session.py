@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 #: Test kinds, in the order their items run within a case.
-KINDS = ("requests", "acceptance", "tpot_gain", "ttft_budget", "throughput_budget")
+KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput")
 
 
 class SessionError(ValueError):
@@ -89,7 +89,7 @@ class PerfOptions:
     busy_wait_s: float | None = None
     #: --perf-retry-inconclusive: None off; 0 the default cap (RETRY_CAP_FACTOR × repeats);
     #: else the most trials a case may get.
-    retry_inconclusive: int | None = None
+    retry_inconclusive: int | None = 0
     #: Gate experiments only: load through a delaying proxy (SPECPERF_PROXY_DELAY_MS).
     fault: FaultInjection | None = None
 
@@ -205,8 +205,8 @@ class PerfSession:
                 elif kind == "tpot_gain":
                     keep = (cfg.is_spec and gates.tpot_gain is not None
                             and c <= gates.tpot_gain.max_concurrency)
-                elif kind in ("ttft_budget", "throughput_budget"):
-                    keep = gates.budgets is not None and c >= gates.budgets.min_concurrency
+                elif kind in ("latency", "throughput"):
+                    keep = True  # every case, against the baseline ([compare] rules)
                 else:
                     raise ValueError(f"unknown perf case kind {kind!r}; known: {KINDS}")
                 if keep:
@@ -246,12 +246,9 @@ class PerfSession:
         cap = self.retry_cap
         if cap is None:
             return
-        if self.baselines.baseline is None:
-            self.say("specperf: --perf-retry-inconclusive: no baseline, so nothing is "
-                     "compared and no case is retried")
-        else:
-            self.say(f"specperf: INCONCLUSIVE cases get +{RETRY_BATCH} trials at a time, up "
-                     f"to {cap} per case (--perf-retry-inconclusive)")
+        self.say(f"specperf: a case with an INCONCLUSIVE check gets +{RETRY_BATCH} trials "
+                 f"at a time while its server is up, up to {cap} per case "
+                 "(--perf-retry-inconclusive)")
 
     def check_options(self) -> None:
         """Options that contradict the profile; raises SessionError (the plugin calls this
@@ -302,39 +299,38 @@ class PerfSession:
         return self.measurer.measure(case)
 
     def evaluate(self, kind: str, case: Case) -> list[GateCheck]:
-        """The gate checks of one item (measuring its case first if need be); raises
-        ServerError or MeasureError (a RuntimeError) when there is nothing to check."""
+        """The checks of one item (measuring its case first if need be); raises
+        ServerError or MeasureError (a RuntimeError) when there is nothing to check.
+
+        Requests and the acceptance floors are exact; everything else is the case's
+        comparison (engine.measurer: against the baseline, and the paired TPOT gain),
+        turned into checks by analysis.gate.from_comparison — what `specperf compare`
+        shows for the run file."""
         p = self.profile
         gates = p.gates_for(p.config(case.config_id))
         result = self.measure(case)
         ctx = self.baselines
-        base = ctx.case(case)
+        judged = self.measurer.comparisons.get(case)
+        checks: list[GateCheck] = []
         if kind == "requests":
             checks = [gate.check_requests(result, p.load)]
         elif kind == "acceptance":
             assert gates.acceptance is not None
-            checks = gate.check_acceptance(result, gates.acceptance, base)
+            checks = gate.check_acceptance_floors(result, gates.acceptance)
         elif kind == "tpot_gain":
-            assert gates.tpot_gain is not None and p.nospec is not None
-            nospec = self.measurer.paired.get(case)
-            if nospec is None:
+            if case not in self.measurer.paired:
                 why = self.measurer.paired_errors.get(case, "it was not measured")
                 raise MeasureError(
                     f"case {case.id}: the paired no-spec measurement failed: {why}"
                 )
-            checks = [gate.check_tpot_gain(result, nospec, gates.tpot_gain)]
-        elif kind == "ttft_budget":
-            assert gates.budgets is not None
-            checks = [gate.check_ttft_budget(result, base, gates.budgets,
-                                             ctx.no_baseline_reason(case))]
-        elif kind == "throughput_budget":
-            assert gates.budgets is not None
-            checks = [gate.check_throughput_budget(result, base, gates.budgets,
-                                                   ctx.no_baseline_reason(case))]
-        else:
+        elif kind not in ("latency", "throughput"):
             raise ValueError(kind)
+        if judged is not None and kind != "requests":
+            checks += gate.from_comparison(kind, judged)
+        if kind in ("latency", "throughput") and not checks:
+            checks = [gate.not_judged(kind, case, ctx.no_baseline_reason(case))]
         mismatch = ctx.mismatch(case)
-        if mismatch and kind in ("acceptance", "ttft_budget", "throughput_budget"):
+        if mismatch and kind in ("acceptance", "latency", "throughput"):
             checks = [c for c in checks if c.outcome != "skip"] + [GateCheck(
                 case=case, gate=kind, metric="baseline", higher_is_better=True,  # type: ignore[arg-type]
                 outcome="fail", message=mismatch,
@@ -389,6 +385,8 @@ class PerfSession:
             baseline_note=ctx.note,
             compare_rules=self.profile.compare,
             retry_inconclusive=self.retry_cap,
+            tpot_gain_floors={k.id: floor for k in paired
+                              if (floor := self.measurer.gain_floor(k)) is not None},
         )
 
     def with_time_breakdown(self, run: RunResult) -> RunResult:

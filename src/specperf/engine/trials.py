@@ -60,12 +60,11 @@ class TrialRunner:
         what = f"{shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
         waits: list[float] = []
         attempts: list[Phase] = []
-        # Every server of the session is the suite's own load (as in _attempt).
-        pids = self.pool.pids(server)
-
         def attempt(n: int) -> Trial:
             # Waiting for a quiet machine is in no phase: the breakdown's "other".
-            waited = self.waiter.wait(lambda window: self.sample_outside(pids, window), what,
+            # Every server of the session is the suite's own load (as in _attempt).
+            waited = self.waiter.wait(
+                lambda window: self.sample_outside(self.pool.pids(server), window), what,
                                       self.busy_wait_s - sum(waits))
             if waited is not None:
                 waits.append(waited)

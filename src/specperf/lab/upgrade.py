@@ -26,7 +26,8 @@ against the current's (as a baseline), under the profile's ``[compare]`` rules: 
 console table is printed and DIR/upgrade.json (the comparison), DIR/upgrade.md,
 DIR/current.json and DIR/candidate.json are written.
 
-Exit code: the comparison's (0 no regression, 1 the candidate regresses, 2 refused), and
+Exit code: the comparison's (0 no regression, 1 the candidate regresses, 2 refused, 6
+inconclusive, 7 a side measured on a busy machine; specperf.analysis.verdict), and
 1 as well when the candidate failed to measure a case the current measured (a server
 that no longer starts is the worst regression); 2 when the current itself did not
 measure a case (nothing to judge the candidate against), 130 when interrupted.
@@ -464,7 +465,7 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
     if lost_b:
         problems.append("the candidate did not measure case(s) the current did: "
                         + ", ".join(lost_b) + " — see the candidate's run logs")
-        code = max(code, 1)
+        code = 1 if code != 2 else code  # 1 outranks an undecided 6 or 7
     if lost_a:
         problems.append("the current did not measure case(s): " + ", ".join(lost_a)
                         + " — nothing to judge the candidate against there")
@@ -525,7 +526,7 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
             say(f"specperf.upgrade: [{i}/{len(plan)}] {step.name} ({SIDE_NAME[step.side]})")
             rc = run_step(step, cwd, say)
             run_file = step.run_dir / "run.json"
-            if rc not in (0, 1):
+            if rc not in (0, 1, 6, 7):  # 6/7: undecided checks, a measured run all the same
                 failures[step.name] = f"pytest exited {rc}"
             if run_file.exists():
                 run = RunResult.model_validate_json(run_file.read_text(encoding="utf-8"))

@@ -30,6 +30,7 @@ from rich.text import Text
 from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
 from specperf.analysis.stats import Comparison, Direction, Verdict
+from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
 from specperf.schemas import (
     Baseline,
@@ -53,8 +54,10 @@ __all__ = [
     "want_color",
 ]
 
-OUTCOME_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
-OUTCOME_WORD = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
+OUTCOME_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow",
+                 "inconclusive": "bold yellow", "busy": "bold magenta"}
+OUTCOME_WORD = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "inconclusive": "INCONCLUSIVE",
+                "busy": "BUSY"}
 VERDICT_STYLE = {
     Verdict.REGRESSION: "bold red",
     Verdict.IMPROVEMENT: "bold green",
@@ -192,7 +195,7 @@ def checks_table(run: RunResult) -> Table:
     t.add_column("Δ", justify="right")
     t.add_column("limit", justify="right")
     t.add_column("result", justify="center")
-    order = {"fail": 0, "skip": 2, "pass": 1}
+    order = OUTCOME_ORDER
     for c in sorted(run.checks, key=lambda c: (order[c.outcome], c.case.config_id,
                                                c.case.concurrency)):
         unit = c.unit or ("rate" if "acceptance" in c.metric else "")
@@ -305,12 +308,14 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
             console.print(Text(f"server {s.config_id}: {s.error} (log {s.log_path})", style="red"))
     if run.baseline_note:
         console.print(Text(run.baseline_note))
-    n_fail = len(run.failed)
-    n_skip = sum(c.outcome == "skip" for c in run.checks)
-    console.print(
-        Text(f"{len(run.cases)} cases, {len(run.checks)} checks: {n_fail} failed, "
-             f"{n_skip} skipped", style="bold red" if n_fail else "bold green")
-    )
+    outcomes = [c.outcome for c in run.checks]
+    status = exit_status(outcomes)
+    style = {0: "bold green", 1: "bold red", 6: "bold yellow", 7: "bold magenta"}[status]
+    console.print(Text(f"{len(run.cases)} cases, {len(run.checks)} checks: "
+                       f"{outcomes_line(outcomes)} (exit {status})", style=style))
+    busy = outside_load.run_busy_summary(run.cases, run.paired_nospec)
+    if busy:
+        console.print(Text(busy, style="magenta"))
     return _text(buf)
 
 

@@ -20,6 +20,7 @@ from specperf import __version__
 from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison, Direction, Verdict
+from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.report.console import delta_text, fmt_value, spread_text
 from specperf.report.plots import write_plots
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
@@ -68,7 +69,7 @@ tr.improvement td { background: var(--green-bg); }
 .v { font-weight: 600; white-space: nowrap; }
 .v.regression, .fail { color: var(--red); }
 .v.improvement, .pass { color: var(--green); }
-.v.inconclusive, .skip { color: var(--yellow); }
+.v.inconclusive, .skip, .inconclusive, .busy { color: var(--yellow); }
 .v.unchanged { color: var(--muted); font-weight: 400; }
 .spread { color: var(--muted); font-size: 11px; }
 .box { border-left: 4px solid var(--line); background: var(--soft); padding: 6px 12px;
@@ -241,12 +242,15 @@ CASE_HEADERS = [("case", False), ("config", False), ("method / draft / k", False
 def _checks_html(run: RunResult) -> str:
     if not run.checks:
         return ""
-    failed = [c for c in run.checks if c.outcome == "fail"]
-    rest = sorted((c for c in run.checks if c.outcome != "fail"),
+    # Failed, then undecided (machine busy, inconclusive) in the open; the rest folded.
+    failed = sorted((c for c in run.checks if c.outcome in ("fail", "busy", "inconclusive")),
+                    key=lambda c: (OUTCOME_ORDER[c.outcome], c.case.config_id, c.case.concurrency))
+    rest = sorted((c for c in run.checks if c not in failed),
                   key=lambda c: (c.outcome != "skip", c.case.config_id, c.case.concurrency))
-    n_skip = sum(c.outcome == "skip" for c in rest)
-    out = [f"<h2>Gate checks: {len(failed)} failed, {len(rest) - n_skip} passed, "
-           f"{n_skip} skipped</h2>"]
+    out = [f"<h2>Gate checks: {_e(outcomes_line(c.outcome for c in run.checks))}</h2>"]
+    busy = outside_load.run_busy_summary(run.cases, run.paired_nospec)
+    if busy:
+        out.append(f'<p class="busy"><b>{_e(busy)}</b></p>')
     if failed:
         out.append(_table(CHECK_HEADERS, [_check_row(c) for c in failed]))
     if rest:
@@ -344,6 +348,10 @@ def render_html(run: RunResult, comparison: RunComparison | None = None,
         badge = f'<span class="badge bad">{n} regression{"s" if n != 1 else ""}</span>'
     elif run.failed:
         badge = f'<span class="badge bad">{len(run.failed)} check(s) failed</span>'
+    elif any(c.outcome == "busy" for c in run.checks):
+        badge = '<span class="badge warn">machine busy: some checks not measured</span>'
+    elif any(c.outcome == "inconclusive" for c in run.checks):
+        badge = '<span class="badge warn">no failure; some checks inconclusive</span>'
     elif comparison is not None and comparison.counts()[Verdict.INCONCLUSIVE]:
         badge = '<span class="badge warn">no regression found; some inconclusive</span>'
     else:

@@ -19,6 +19,7 @@ from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
 from specperf.analysis.power import repeats_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
+from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.config import settings
 from specperf.report.console import (
     delta_text,
@@ -54,7 +55,8 @@ VERDICT_MD = {
     Verdict.INCONCLUSIVE: "🟡 inconclusive",
     Verdict.UNCHANGED: "⚪ unchanged",
 }
-OUTCOME_MD = {"fail": "❌ **fail**", "pass": "✅ pass", "skip": "⏭️ skip"}
+OUTCOME_MD = {"fail": "❌ **fail**", "pass": "✅ pass", "skip": "⏭️ skip",
+              "inconclusive": "❔ **inconclusive**", "busy": "⏸️ **not measured: busy**"}
 ARROW = {Direction.LOWER_IS_BETTER: "↓", Direction.HIGHER_IS_BETTER: "↑"}
 
 # Inline markup only: table cells and "> **Note:** …" paragraphs never start a block, so
@@ -223,13 +225,18 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
     pointer = pointer or artifact_pointer(run.run_dir)
     out = []
     if run.checks:
-        failed = [c for c in run.checks if c.outcome == "fail"]
-        rest = [c for c in run.checks if c.outcome != "fail"]
-        n_skip = sum(c.outcome == "skip" for c in rest)
-        out.append(f"{heading} Gate checks: {len(failed)} failed, "
-                   f"{len(rest) - n_skip} passed, {n_skip} skipped\n")
-        if failed:
-            out.append(_table(CHECK_HEADERS, failed, _check_row, row_limit, pointer))
+        # Failed, then undecided (machine busy, inconclusive) in the open; the rest folded.
+        shown = [c for c in run.checks if c.outcome in ("fail", "busy", "inconclusive")]
+        shown.sort(key=lambda c: (OUTCOME_ORDER[c.outcome], c.case.config_id,
+                                  c.case.concurrency))
+        rest = [c for c in run.checks if c not in shown]
+        out.append(f"{heading} Gate checks: "
+                   f"{md_escape(outcomes_line(c.outcome for c in run.checks))}\n")
+        busy = outside_load.run_busy_summary(run.cases, run.paired_nospec)
+        if busy:
+            out.append(f"> **{md_escape(busy)}**\n")
+        if shown:
+            out.append(_table(CHECK_HEADERS, shown, _check_row, row_limit, pointer))
         if rest:
             rest.sort(key=lambda c: (c.outcome != "skip", c.case.config_id, c.case.concurrency))
             out.append(_details(f"Passed and skipped checks ({len(rest)})",
@@ -289,6 +296,10 @@ def _document(run: RunResult, comparison: RunComparison | None, *, row_limit: in
         status = f"🔴 {n} regression{'s' if n != 1 else ''}"
     elif run.failed:
         status = f"❌ {len(run.failed)} gate check{'s' if len(run.failed) != 1 else ''} failed"
+    elif (busy := sum(c.outcome == "busy" for c in run.checks)):
+        status = f"⏸️ machine busy: {busy} check{'s' if busy != 1 else ''} not measured (not a failure)"
+    elif (undecided := sum(c.outcome == "inconclusive" for c in run.checks)):
+        status = f"❔ {undecided} check{'s' if undecided != 1 else ''} inconclusive (not a failure)"
     else:
         status = "✅ no regression" if comparison is not None else "✅ all gate checks passed"
     parts = [f"## specperf · {run.provenance.profile_name} · {status}\n",

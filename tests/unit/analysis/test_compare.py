@@ -60,7 +60,9 @@ def test_as_run_of_a_baseline(real: RunResult) -> None:
 
 def test_real_run_against_itself_has_no_regression(real: RunResult) -> None:
     cmp = compare_runs(real, real)
-    assert cmp.exit_code == 0 and not cmp.refusals
+    # Identical data cannot show a regression; what it cannot decide (per-request
+    # intervals wider than a minimum effect) is INCONCLUSIVE, exit 6, never a failure.
+    assert cmp.exit_code in (0, 6) and not cmp.regressions and not cmp.refusals
     assert {cc.case.id for cc in cmp.cases} == {c.case.id for c in real.cases}
     assert cmp.counts()[Verdict.REGRESSION] == 0
     assert cmp.counts()[Verdict.IMPROVEMENT] == 0
@@ -100,11 +102,15 @@ def test_per_trial_samples_when_five_trials(five_trials: RunResult) -> None:
 
 
 def test_improvement_is_not_a_regression(five_trials: RunResult) -> None:
-    cur = scale_latency(five_trials, 0.7, cases=["d-k3"])
-    cmp = compare_runs(cur, five_trials)
+    # The improved cases alone: the untouched ones' 6-trial intervals are wider than 5 %.
+    improved = five_trials.model_copy(update={"cases": [
+        c for c in five_trials.cases if c.case.config_id == "d-k3"]})
+    cur = scale_latency(improved, 0.7, cases=["d-k3"])
+    cmp = compare_runs(cur, improved)
     tpot = {cc.case.id: m.verdict for cc, m in cmp.all() if m.metric == "TPOT"}
     assert tpot["d-k3-c8"] is Verdict.IMPROVEMENT
-    assert cmp.exit_code == 0
+    assert all(cc.outcome(m) == "pass" for cc, m in cmp.all())
+    assert not cmp.regressions and cmp.exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -198,7 +204,10 @@ def test_force_compares_anyway(real: RunResult) -> None:
     other = real.model_copy(update={"provenance": real.provenance.model_copy(
         update={"hardware_id": "elsewhere"})})
     cmp = compare_runs(real, other, force=True)
-    assert not cmp.refusals and cmp.cases and cmp.exit_code == 0
+    # Compared: no refusal, and a run against itself shows no regression (what its
+    # per-request intervals cannot decide at a minimum effect is INCONCLUSIVE, 6).
+    assert not cmp.refusals and cmp.cases and not cmp.regressions
+    assert cmp.exit_code in (0, 6)
     assert any(n.startswith("compared despite") for n in cmp.notes)
 
 
@@ -300,7 +309,9 @@ def test_profile_min_effect_changes_a_verdict(five_trials: RunResult, tmp_path: 
     v = verdicts(cmp)
     assert v[("d-k3-c1", "TPOT")] is Verdict.UNCHANGED
     assert v[("d-k3-c1", "E2E")] is Verdict.REGRESSION  # E2E kept its default 5 %
-    assert "rules differ from the defaults: TPOT minimum effect 60 % (default 5 %)" in cmp.notes
+    # cpu-ci.toml sets its own acceptance tolerance too: the note names every difference.
+    (note,) = [n for n in cmp.notes if n.startswith("rules differ from the defaults: ")]
+    assert "TPOT minimum effect 60 % (default 5 %)" in note
 
 
 def test_compare_uses_the_rules_the_run_recorded(five_trials: RunResult, tmp_path: Path) -> None:
@@ -331,8 +342,9 @@ def test_inconclusive_metrics_skips_what_more_trials_cannot_decide(
     """A latency judged against a baseline's summary figures alone (no samples there)
     does not narrow with trials on this side, so it triggers no retry."""
     base = five_trials.cases[0]
+    # The current TTFT 18 % worse: beyond TTFT's 10 % minimum effect, inside its 25 % budget.
     no_samples = base.model_copy(update={"trials": [], "ttft_ms": base.ttft_ms.model_copy(
-        update={"median": base.ttft_ms.median * 1.18})})  # type: ignore[operator]
+        update={"median": base.ttft_ms.median / 1.18})})  # type: ignore[operator]
     cc = compare_cases(no_samples, base)
     ttft = next(m for m in cc.comparisons if m.metric == "TTFT")
     assert ttft.verdict is Verdict.INCONCLUSIVE and cc.details["TTFT"].samples == "summary"
@@ -454,7 +466,8 @@ def test_cli_compare_pools_the_kept_history_beside_the_baseline(tmp_path: Path) 
     out = tmp_path / "cmp.json"
 
     def runs_pooled(*extra: str) -> set[int]:
-        assert cli_main(["compare", str(cur), str(path), "--json", str(out), *extra]) in (0, 1)
+        # Compared, not refused (2): 6 when some interval cannot decide its minimum effect.
+        assert cli_main(["compare", str(cur), str(path), "--json", str(out), *extra]) in (0, 1, 6)
         data = json.loads(out.read_text())
         return {d["baseline_runs"] for c in data["cases"] for d in c["details"].values()
                 if d["samples"] == "trials"}
@@ -516,10 +529,14 @@ def test_flagged_metrics_are_trial_latency_and_throughput_only(real: RunResult) 
     for cc in cmp.cases:
         names = flagged_metrics(cc)
         assert not any(n.startswith("acceptance") for n in names)
+        # Only a REGRESSION needs a fresh server to confirm it; an improvement fails nothing.
         assert set(names) <= {m.metric for m in cc.comparisons
-                              if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)}
+                              if m.verdict is Verdict.REGRESSION}
     unchanged = compare_runs(real, real, CompareRules(min_trials=2))
     assert all(flagged_metrics(cc) == [] for cc in unchanged.cases)
+    faster = compare_runs(scale_latency(real, 0.6), real, CompareRules(min_trials=2))
+    assert any(m.verdict is Verdict.IMPROVEMENT for _, m in faster.all())
+    assert all(flagged_metrics(cc) == [] for cc in faster.cases)
 
 
 def test_confirmation_is_a_note_of_the_case_comparison(real: RunResult) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from specperf.analysis import gate
-from specperf.config.profile import AcceptanceGate, BudgetGate, Load, TpotGainGate
-from specperf.schemas import Acceptance
+from specperf.analysis.compare import compare_cases
+from specperf.config.profile import AcceptanceGate, Load
+from specperf.schemas import Acceptance, CompareRules
 
 
 def acc(drafts: float, accepted_per_pos: list[float]) -> Acceptance:
@@ -15,9 +16,9 @@ def acc(drafts: float, accepted_per_pos: list[float]) -> Acceptance:
 
 def test_acceptance_floor_pass_and_fail(build_case) -> None:
     r = build_case(acceptance=acc(100, [60, 30]))  # rate 90/200 = 0.45
-    ok = gate.check_acceptance(r, AcceptanceGate(min_rate=0.4), None)
+    ok = gate.check_acceptance_floors(r, AcceptanceGate(min_rate=0.4))
     assert [c.outcome for c in ok] == ["pass"]
-    bad = gate.check_acceptance(r, AcceptanceGate(min_rate=0.5, min_per_position=[0.7, 0.2]), None)
+    bad = gate.check_acceptance_floors(r, AcceptanceGate(min_rate=0.5, min_per_position=[0.7, 0.2]))
     assert [c.outcome for c in bad] == ["fail", "fail", "pass"]
     assert "draft-k2-c1" in bad[0].message and "0.4500" in bad[0].message
     assert "position 0" in bad[1].message and "0.6000" in bad[1].message
@@ -29,52 +30,52 @@ def test_acceptance_vs_baseline_catches_one_token_in_a_thousand(build_case) -> N
                                             accepted_per_position=[600, 400]))
     cur = build_case(acceptance=Acceptance(drafts=600, draft_tokens=1000, accepted_tokens=999,
                                            accepted_per_position=[600, 399]))
-    checks = gate.check_acceptance(cur, AcceptanceGate(baseline_tolerance=0.0), base)
-    overall = next(c for c in checks if c.metric == "acceptance_rate vs baseline")
+    # One tolerance: the acceptance rule's min_effect (0.0005 by default).
+    checks = gate.from_comparison("acceptance", compare_cases(base, cur, CompareRules()))
+    overall = next(c for c in checks if c.metric == "acceptance_rate")
     assert overall.outcome == "fail"
-    assert "baseline 1.0000" in overall.message and "0.9990" in overall.message
-    same = gate.check_acceptance(base, AcceptanceGate(baseline_tolerance=0.0), base)
-    assert all(c.outcome == "pass" for c in same)
+    assert "FAIL" in overall.message and "draft-k2-c1" in overall.message
+    same = gate.from_comparison("acceptance", compare_cases(base, base, CompareRules()))
+    assert same and all(c.outcome == "pass" for c in same)
 
 
 def test_acceptance_without_counters_fails_clearly(build_case) -> None:
     r = build_case(acceptance=None)
-    [c] = gate.check_acceptance(r, AcceptanceGate(min_rate=0.1), None)
+    [c] = gate.check_acceptance_floors(r, AcceptanceGate(min_rate=0.1))
     assert c.outcome == "fail" and "no vllm:spec_decode counters" in c.message
 
 
-def test_tpot_gain_is_paired_with_nospec(build_case) -> None:
-    nospec = build_case("nospec", tpot_s=0.030, spec=False)
-    fast = build_case(tpot_s=0.015)
-    slow = build_case(tpot_s=0.028)
-    g = TpotGainGate(max_concurrency=1, min_ratio=1.3)
-    assert gate.check_tpot_gain(fast, nospec, g).outcome == "pass"
-    c = gate.check_tpot_gain(slow, nospec, g)
-    assert c.outcome == "fail"
-    assert "28.00 ms vs no-spec 30.00 ms" in c.message and "1.07×" in c.message
-    assert "1.30×" in c.message
-    assert gate.check_tpot_gain(slow, None, g).outcome == "fail"
-
-
-def test_budgets_against_baseline(build_case) -> None:
+def test_latency_checks_are_the_comparison_outcomes(build_case) -> None:
+    """test_latency asserts TTFT, TPOT and E2E with the verdicts `specperf compare` gives."""
     base = build_case(ttft_s=0.100)
-    g = BudgetGate(min_concurrency=1, ttft_tolerance=0.2, throughput_tolerance=0.1)
-    assert gate.check_ttft_budget(build_case(ttft_s=0.115), base, g, "").outcome == "pass"
-    over = gate.check_ttft_budget(build_case(ttft_s=0.130), base, g, "")
-    assert over.outcome == "fail" and "+30.0 %" in over.message and "OVER" in over.message
-    skipped = gate.check_ttft_budget(build_case(), None, g, "no baseline here")
-    assert skipped.outcome == "skip" and skipped.message == "no baseline here"
-    slow = build_case(tpot_s=0.03)
-    t = gate.check_throughput_budget(slow, base, g, "")
-    assert t.outcome == "fail" and "BELOW" in t.message
+    rules = CompareRules()
+    cc = compare_cases(base, build_case(ttft_s=0.100), rules)
+    checks = gate.from_comparison("latency", cc)
+    assert {c.metric for c in checks} == {"TTFT", "TPOT", "E2E"}
+    assert [cc.outcome(m) for m in cc.comparisons if m.metric in {"TTFT", "TPOT", "E2E"}] == \
+        [c.outcome for c in checks]
+    assert all(c.outcome == "pass" for c in checks)
+    assert [c.metric for c in gate.from_comparison("throughput", cc)] == ["output throughput"]
 
 
-def test_budget_falls_back_to_means_for_a_published_baseline(build_case) -> None:
-    base = build_case(ttft_s=0.100)
-    base = base.model_copy(update={"ttft_ms": base.ttft_ms.model_copy(update={"median": None})})
-    c = gate.check_ttft_budget(build_case(ttft_s=0.105), base,
-                               BudgetGate(min_concurrency=1, ttft_tolerance=0.1), "")
-    assert c.outcome == "pass" and c.metric == "mean TTFT"
+def test_a_busy_case_is_not_measured(build_case) -> None:
+    """Other processes slow a trial exactly like a regression: its timing checks are
+    BUSY, never FAIL or PASS; acceptance is still judged."""
+    base = build_case(ttft_s=0.100, acceptance=acc(100, [60, 30]))
+    slow = build_case(ttft_s=0.300, tpot_s=0.06, acceptance=acc(100, [60, 30]))
+    slow = slow.model_copy(update={"trials": [t.model_copy(update={"contended": True,
+                                                                   "outside_cores": 0.64})
+                                              for t in slow.trials]})
+    cc = compare_cases(base, slow, CompareRules())
+    latency = gate.from_comparison("latency", cc)
+    assert latency and all(c.outcome == "busy" for c in latency)
+    assert "not measured: machine busy (0.6 cores" in latency[0].message
+    assert all(c.outcome == "pass" for c in gate.from_comparison("acceptance", cc))
+
+
+def test_no_baseline_is_not_judged(build_case) -> None:
+    c = gate.not_judged("latency", build_case().case, "no baseline here")
+    assert c.outcome == "skip" and c.message == "no baseline here"
 
 
 def test_error_budget(build_case) -> None:

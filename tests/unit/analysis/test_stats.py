@@ -29,6 +29,7 @@ from specperf.analysis.stats import (
     compare_rate,
     compare_samples,
     ratio_ci,
+    replicated,
     widen_ci,
 )
 
@@ -56,8 +57,8 @@ def test_25_percent_slower_tpot_is_a_regression() -> None:
     assert result.p_value is not None and result.p_value < 0.01
     assert result.delta == pytest.approx(result.ratio - 1)
     assert re.fullmatch(
-        r"TPOT median rose \d+\.\d % \(95 % CI \+\d+\.\d … \+\d+\.\d %\), beyond the 5 % "
-        r"minimum effect; Mann-Whitney p=\S+ < 0\.01\.",
+        r"TPOT median rose \d+\.\d % \(95 % CI \+\d+\.\d … \+\d+\.\d %\), wholly beyond the "
+        r"\+5 % limit; Mann-Whitney p=\S+ < 0\.01\.",
         result.reason,
     ), result.reason
 
@@ -106,7 +107,7 @@ def test_significant_shift_below_min_effect_is_unchanged() -> None:
     result = compare_samples("TPOT", baseline, current, direction=LOWER, min_effect=0.05)
     assert result.p_value is not None and result.p_value < 1e-20
     assert result.verdict is Verdict.UNCHANGED
-    assert "inside the ±5 % minimum effect" in result.reason
+    assert "which clears the +5 % limit, so no change that matters" in result.reason
 
 
 def test_too_few_samples_is_inconclusive_and_says_how_many() -> None:
@@ -224,7 +225,11 @@ def test_comparison_is_frozen_and_round_trips_json_with_nan() -> None:
         ((1.01, 1.04), 1e-9, LOWER, Verdict.UNCHANGED),  # significant but too small
         ((1.01, 1.09), 0.001, LOWER, Verdict.INCONCLUSIVE),  # may be >= 5 % or not
         ((0.98, 1.09), 0.50, LOWER, Verdict.INCONCLUSIVE),  # not significant, not ruled out
-        ((0.90, 1.02), 0.50, LOWER, Verdict.INCONCLUSIVE),  # may be an improvement
+        ((0.90, 1.02), 0.50, LOWER, Verdict.UNCHANGED),  # clears +5 %: no regression
+        ((0.90, 0.94), 0.50, LOWER, Verdict.UNCHANGED),  # better, but not significant
+        ((0.98, 1.20), 0.50, HIGHER, Verdict.UNCHANGED),  # clears −5 %: no regression
+        ((0.90, 0.96), 0.001, HIGHER, Verdict.INCONCLUSIVE),  # straddles the −5 % limit
+        ((0.90, 0.94), 0.05, HIGHER, Verdict.INCONCLUSIVE),  # beyond −5 %, not significant
         ((0.80, 1.30), 0.50, LOWER, Verdict.INCONCLUSIVE),
         ((math.nan, math.nan), 0.50, LOWER, Verdict.INCONCLUSIVE),
     ],
@@ -234,6 +239,34 @@ def test_verdict_rule_table(
 ) -> None:
     got, _ = _decide(ci, p_value, alpha=0.01, min_effect=0.05, direction=direction)
     assert got is verdict
+
+
+# --- replicated: a fresh server start confirms a regression -----------------------------
+
+
+def _tpot(seed: int, centre: float) -> Comparison:
+    return compare_samples("TPOT", lognormal(seed, 10, cv=0.03, centre=20.0),
+                           lognormal(seed + 1, 10, cv=0.03, centre=centre),
+                           direction=LOWER, min_effect=0.05)
+
+
+def test_a_regression_stands_only_when_every_start_shows_it() -> None:
+    slow, slower, back = _tpot(30, 25.0), _tpot(32, 26.0), _tpot(34, 20.0)
+    assert (slow.verdict, slower.verdict) == (Verdict.REGRESSION, Verdict.REGRESSION)
+    confirmed = replicated(slow, [slow, slower])
+    assert confirmed.verdict is Verdict.REGRESSION
+    assert "confirmed on 2 server starts" in confirmed.reason
+    cleared = replicated(slow, [slow, back])
+    assert cleared.verdict is Verdict.INCONCLUSIVE
+    assert "not confirmed on a fresh server" in cleared.reason
+    assert (cleared.ratio, cleared.ci_low) == (slow.ratio, slow.ci_low)  # the pooled figures
+
+
+def test_an_improvement_needs_no_confirmation() -> None:
+    faster, same = _tpot(36, 15.0), _tpot(38, 20.0)
+    assert faster.verdict is Verdict.IMPROVEMENT and same.verdict is not Verdict.REGRESSION
+    # The starts disagree, but an improvement fails nothing: the pooled verdict stands.
+    assert replicated(faster, [faster, same]).verdict is Verdict.IMPROVEMENT
 
 
 # --- compare_rate ----------------------------------------------------------------------

@@ -66,6 +66,12 @@ def test_retry_cap_edge_values_are_refused(text: str) -> None:
         parse_retry_cap(text)
 
 
+@pytest.mark.parametrize(("text", "cap"), [("2", 2), ("12", 12), ("off", None), ("OFF", None)])
+def test_retry_cap_is_a_number_of_trials_or_off(text: str, cap: int | None) -> None:
+    # Retrying is on by default (#13); =off is how a run asks for the repeats alone.
+    assert parse_retry_cap(text) == cap
+
+
 @settings(max_examples=100, deadline=None)
 @given(n=st.integers(max_value=0))
 def test_any_repeats_below_one_is_refused(n: int) -> None:

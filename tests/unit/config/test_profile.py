@@ -160,16 +160,24 @@ def test_compare_table_overrides_only_what_it_names(tmp_path: Path) -> None:
     assert rules.rule("ttft") == CompareRules().rule("ttft")
     assert rules.budget("output_throughput") == 0.2
     assert rules.budget("ttft") == CompareRules().budget("ttft")
+    # cpu-ci.toml's own acceptance tolerance (0) is kept: the table only adds.
     assert rules.changes() == [
         "TPOT minimum effect 8 % (default 5 %)", "E2E not compared",
+        "acceptance_rate minimum effect 0 (default 0.0005)",
         "alpha 0.05 (default 0.01)", "output_throughput budget 20 % (default 15 %)",
     ]
 
 
-def test_a_profile_without_compare_gets_the_defaults() -> None:
-    p = load_profile(REPO / "tests" / "profiles" / "cpu-ci.toml")
+CPU_CI_COMPARE = "[compare.metrics.acceptance_rate]\nmin_effect = 0.0\n"
+
+
+def test_a_profile_without_compare_gets_the_defaults(tmp_path: Path) -> None:
+    assert CPU_CI_COMPARE in CPU_CI_PROFILE.read_text()  # its one [compare] entry
+    p = load_profile(_edited(tmp_path, CPU_CI_COMPARE, ""))
     assert p.compare == CompareRules()
     assert p.compare.changes() == []
+    ci = load_profile(CPU_CI_PROFILE)
+    assert ci.compare.changes() == ["acceptance_rate minimum effect 0 (default 0.0005)"]
 
 
 @pytest.mark.parametrize(("table", "field", "fix"), [
@@ -208,12 +216,16 @@ def test_compare_table_does_not_change_hashes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
 def test_shipped_profiles_state_their_compare_rules(path: Path) -> None:
     """Every shipped profile writes its [compare] table out (tests/profiles/cpu-ci.toml
-    relies on the defaults)."""
+    relies on the defaults but for acceptance)."""
     raw = tomllib.loads(path.read_text())
     assert set(raw["compare"]["metrics"]) == {"ttft", "tpot", "e2e", "output_throughput",
                                               "acceptance_rate"}
     rules = load_profile(path).compare
-    assert rules.rule("acceptance_rate").min_effect == 0.0005
+    # The acceptance tolerance (the former gates.acceptance.baseline_tolerance) is stated,
+    # and absolute: a few tokens in a thousand on a GPU, one in 2000 on a CPU.
+    stated = raw["compare"]["metrics"]["acceptance_rate"]["min_effect"]
+    assert rules.rule("acceptance_rate").min_effect == stated
+    assert 0 < stated <= 0.02
     assert all(rules.rule(k).direction == Direction.LOWER_IS_BETTER
                for k in ("ttft", "tpot", "e2e"))
 

@@ -239,9 +239,11 @@ def test_judge_candidate_that_lost_a_case_fails(tmp_path: Path):
 
 def test_judge_same_cases_no_regression(tmp_path: Path):
     steps = _steps(tmp_path)
-    a = [_run([_case("nospec", [0.02])]), _run([_case("draft-k1", [0.02])])]
-    b = [_run([_case("nospec", [0.02], vllm="0.32.0")], vllm="0.32.0"),
-         _run([_case("draft-k1", [0.02], vllm="0.32.0")], vllm="0.32.0")]
+    # Two trials of 4 requests a side: enough samples (≥ 5) for a verdict, so the same
+    # figures are UNCHANGED rather than INCONCLUSIVE (which would exit 6).
+    a = [_run([_case("nospec", [0.02] * 2)]), _run([_case("draft-k1", [0.02] * 2)])]
+    b = [_run([_case("nospec", [0.02] * 2, vllm="0.32.0")], vllm="0.32.0"),
+         _run([_case("draft-k1", [0.02] * 2, vllm="0.32.0")], vllm="0.32.0")]
     out = judge(steps, {"A": a, "B": b}, PROFILE, tmp_path, {})
     assert out.exit_code == 0, out.comparison.summary_line()
     assert out.problems == []
@@ -253,9 +255,11 @@ def test_judge_uses_the_profiles_compare_rules(tmp_path: Path):
     under the defaults, not under a profile that calls only 80 % a change."""
     from specperf.config.rules import CompareRules
 
+    # Throughput's minimum effect too: a 30 % drop within its budget but beyond its
+    # minimum effect would be INCONCLUSIVE (exit 6), not UNCHANGED.
     lenient = PROFILE.model_copy(update={"compare": CompareRules.model_validate({
-        "metrics": {"tpot": {"min_effect": 0.8}, "e2e": {"min_effect": 0.8}},
-        "budget_tolerance": {"output_throughput": 0.8},
+        "metrics": {"tpot": {"min_effect": 0.8}, "e2e": {"min_effect": 0.8},
+                    "output_throughput": {"min_effect": 0.8}},
     })})
     steps = _steps(tmp_path)
     a = [_run([_case("nospec", [0.02] * 3)]), _run([_case("draft-k1", [0.02] * 3)])]

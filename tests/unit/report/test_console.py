@@ -68,6 +68,19 @@ def test_run_fits_80_columns_without_ansi(real: RunResult) -> None:
     assert max(len(line) for line in _lines(text)) <= 80
 
 
+def test_run_summary_counts_every_outcome_and_gives_the_exit(real: RunResult) -> None:
+    text = render_run(real, width=200, color=False)
+    assert ("3 cases, 9 checks: 4 passed, 3 failed, 2 not judged (no baseline) (exit 1)"
+            in text)
+    # Nothing failed but a timing check was not measured: the busy status (7), said why.
+    busy = [c.model_copy(update={"gate": "latency", "outcome": "busy"})
+            if c.gate == "ttft_budget" else
+            c.model_copy(update={"outcome": "pass"}) if c.outcome == "fail" else c
+            for c in real.checks]
+    text = render_run(real.model_copy(update={"checks": busy}), width=200, color=False)
+    assert "1 not measured (machine busy)" in text and "(exit 7)" in text
+
+
 def test_rich_markup_in_names_is_printed_verbatim(real: RunResult,
                                                   regressed: RunComparison) -> None:
     run_text = render_run(real, width=160, color=False)

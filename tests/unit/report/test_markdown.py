@@ -80,7 +80,9 @@ def test_regression_report_is_valid_gfm(regressed: tuple[RunResult, RunCompariso
     assert "<summary>⚪ Unchanged" in text
     assert "**self-k3-c1 TPOT**: TPOT median rose" in text
     # gate checks of the run, failures expanded
-    assert "Gate checks: 3 failed" in text
+    # Every outcome counted (the run file's checks: 4 pass, 3 fail, 2 skipped without a
+    # baseline), passed first.
+    assert "Gate checks: 4 passed, 3 failed, 2 not judged (no baseline)" in text
     assert r"acceptance\_rate\[pos 1\]" in text
     assert len(text.encode()) < MAX_BYTES
 
@@ -90,6 +92,34 @@ def test_run_without_comparison(real: RunResult) -> None:
     assert "Comparison against the baseline" not in text
     assert "❌ 3 gate checks failed" in text.splitlines()[0]
     assert_valid_gfm(text)
+
+
+def _undecided(real: RunResult) -> RunResult:
+    """The run file with its failures passing and its two baseline checks undecided: the
+    latency one not measured on a busy machine, the throughput one INCONCLUSIVE."""
+    judged = {"ttft_budget": ("latency", "busy", "machine busy: TTFT not measured"),
+              "throughput_budget": ("throughput", "inconclusive", "throughput straddles")}
+    checks = []
+    for c in real.checks:
+        if c.gate in judged:
+            gate, outcome, message = judged[c.gate]
+            c = c.model_copy(update={"gate": gate, "outcome": outcome, "message": message})
+        elif c.outcome == "fail":
+            c = c.model_copy(update={"outcome": "pass"})
+        checks.append(c)
+    return real.model_copy(update={"checks": checks})
+
+
+def test_undecided_checks_are_shown_in_the_open_not_as_failures(real: RunResult) -> None:
+    text = render_markdown(_undecided(real))
+    assert_valid_gfm(text)
+    assert "🔴" not in text.splitlines()[0] and "machine busy" in text.splitlines()[0]
+    assert ("Gate checks: 7 passed, 1 inconclusive, 1 not measured (machine busy)"
+            in text)
+    # Both before the folded passed checks.
+    folded = text.index("<summary>Passed and skipped checks (7)")
+    assert text.index("machine busy: TTFT not measured") < folded
+    assert text.index("throughput straddles") < folded
 
 
 def test_pipes_and_markup_in_names_cannot_break_a_table(real: RunResult) -> None:

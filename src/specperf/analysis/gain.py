@@ -1,0 +1,158 @@
+"""The paired TPOT gain of a speculative case, judged by intervals (docs/statistics.md,
+"The TPOT gain").
+
+Two checks, both on the no-spec trials interleaved with the case's own in the same run
+(specperf.engine.measurer), so both sides see the same drift:
+
+* :func:`gain_vs_floor` — *portable*: the gain (no-spec median TPOT / spec median TPOT)
+  must be significantly above a floor that holds on any hardware where speculation is
+  meant to pay (1.0: "not slower"). PASS when the bootstrap interval of the gain lies
+  wholly above the floor, FAIL when wholly below it, INCONCLUSIVE between.
+* :func:`gain_vs_baseline` — *this hardware*: the gain may not drop by more than the TPOT
+  rule's minimum effect against the gain kept in this hardware's baseline. Compared on
+  the spec TPOT relative to the same run's no-spec TPOT ("TPOT vs no-spec" = 1 / gain),
+  by :func:`specperf.analysis.stats.compare_samples`, like any latency.
+
+Samples are per trial when both sides have ``min_trials`` trials, else per request
+(which understates run-to-run drift; the reason says so). A case measured on more than
+one server start (a fresh-server confirmation) is judged on every start
+(:func:`specperf.analysis.stats.replicated`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from specperf.analysis.samples import per_request, per_trial, starts_of
+from specperf.analysis.stats import (
+    Comparison,
+    Direction,
+    Verdict,
+    compare_samples,
+    ratio_ci,
+    replicated,
+)
+from specperf.schemas import CaseResult, CompareRules
+
+__all__ = ["GAIN_METRIC", "RELATIVE_METRIC", "gain_vs_baseline", "gain_vs_floor", "split_starts"]
+
+GAIN_METRIC = "TPOT gain"
+RELATIVE_METRIC = "TPOT vs no-spec"
+
+
+def split_starts(spec: CaseResult, nospec: CaseResult) -> list[tuple[CaseResult, CaseResult]]:
+    """The (spec, paired no-spec) trials of each server start of the spec case. A paired
+    no-spec trial runs just before its spec trial, so the two lists align by position."""
+    starts = starts_of(spec.trials)
+    if len(set(starts)) < 2 or len(nospec.trials) != len(spec.trials):
+        return [(spec, nospec)]
+    out = []
+    for start in sorted(set(starts)):
+        idx = [i for i, s in enumerate(starts) if s == start]
+        out.append((spec.model_copy(update={"trials": [spec.trials[i] for i in idx]}),
+                    nospec.model_copy(update={"trials": [nospec.trials[i] for i in idx]})))
+    return out
+
+
+def _tpots(spec: CaseResult, nospec: CaseResult, rules: CompareRules
+           ) -> tuple[list[float], list[float], str]:
+    if min(len(spec.trials), len(nospec.trials)) >= rules.min_trials:
+        return per_trial(spec, "tpot"), per_trial(nospec, "tpot"), "trials"
+    return per_request(spec, "tpot"), per_request(nospec, "tpot"), "requests"
+
+
+def _median(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.median(finite)) if finite else math.nan
+
+
+def _floor_once(spec: CaseResult, nospec: CaseResult, floor: float,
+                rules: CompareRules) -> tuple[Comparison, str]:
+    s, n, kind = _tpots(spec, nospec, rules)
+    gain = _median(n) / _median(s) if _median(s) > 0 else math.nan
+    ci = ratio_ci(n, s, statistic="median", confidence=rules.confidence,
+                  n_resamples=rules.n_resamples, seed=rules.seed, min_samples=5)
+    pct = f"{rules.confidence * 100:g} %"
+    if ci is None or not math.isfinite(gain):
+        verdict = Verdict.INCONCLUSIVE
+        lo = hi = math.nan
+        reason = (f"{GAIN_METRIC} {gain:.2f}× from {len(s)} spec and {len(n)} no-spec {kind}: "
+                  "too few samples for an interval (5 a side)")
+    else:
+        lo, hi = ci
+        head = (f"{GAIN_METRIC} {gain:.2f}× ({pct} CI {lo:.2f}–{hi:.2f}×; no-spec median TPOT "
+                f"{_median(n):.2f} ms / spec {_median(s):.2f} ms, same run, {kind})")
+        if lo > floor:
+            verdict, tail = Verdict.UNCHANGED, f"wholly above the floor {floor:g}×"
+        elif hi < floor:
+            verdict, tail = Verdict.REGRESSION, f"wholly BELOW the floor {floor:g}×"
+        else:
+            verdict, tail = Verdict.INCONCLUSIVE, (f"which crosses the floor {floor:g}×, so "
+                                                   "it may or may not be below it; add trials")
+        reason = f"{head}, {tail}"
+        if kind == "requests":
+            reason += (f"; samples are requests (fewer than {rules.min_trials} trials), so the "
+                       "interval understates run-to-run drift")
+    return Comparison(
+        metric=GAIN_METRIC, direction=Direction.HIGHER_IS_BETTER, statistic="median",
+        baseline=floor, current=gain, ratio=gain / floor if math.isfinite(gain) else math.nan,
+        ci_low=lo / floor, ci_high=hi / floor, confidence=rules.confidence, p_value=None,
+        alpha=rules.alpha, min_effect=0.0, n_baseline=len(s), n_current=len(n),
+        verdict=verdict, reason=reason + ".",
+    ), kind
+
+
+def gain_vs_floor(spec: CaseResult, nospec: CaseResult, floor: float,
+                  rules: CompareRules) -> tuple[Comparison, str]:
+    """The gain against the floor, and the kind of samples ("trials" or "requests").
+    ``Comparison.baseline`` is the floor, ``current`` the gain."""
+    pooled, kind = _floor_once(spec, nospec, floor, rules)
+    return _replicate(pooled, split_starts(spec, nospec),
+                      lambda s, n: _floor_once(s, n, floor, rules)[0]), kind
+
+
+def _relative(spec: CaseResult, nospec: CaseResult, rules: CompareRules,
+              by_trial: bool) -> list[float]:
+    """Spec TPOT / the same run's no-spec TPOT: per trial (each against its paired
+    trial), or per request against the no-spec median."""
+    if by_trial:
+        s, n = per_trial(spec, "tpot"), per_trial(nospec, "tpot")
+        return [a / b for a, b in zip(s, n, strict=False)
+                if math.isfinite(a) and math.isfinite(b) and b > 0]
+    ref = _median(per_request(nospec, "tpot"))
+    if not ref > 0:
+        return []
+    return [v / ref for v in per_request(spec, "tpot")]
+
+
+def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult,
+                     base_nospec: CaseResult, rules: CompareRules) -> tuple[Comparison, str]:
+    """The case's TPOT relative to its paired no-spec, against the baseline's: a rise
+    beyond the TPOT rule's minimum effect is the gain dropping on this hardware."""
+    rule = rules.rule("tpot")
+    by_trial = min(len(spec.trials), len(nospec.trials), len(base_spec.trials),
+                   len(base_nospec.trials)) >= rules.min_trials
+    kind = "trials" if by_trial else "requests"
+    base = _relative(base_spec, base_nospec, rules, by_trial)
+
+    def once(s: CaseResult, n: CaseResult) -> Comparison:
+        c = compare_samples(RELATIVE_METRIC, base, _relative(s, n, rules, by_trial),
+                            direction=Direction.LOWER_IS_BETTER, min_effect=rule.min_effect,
+                            alpha=rules.alpha, statistic="median", confidence=rules.confidence,
+                            n_resamples=rules.n_resamples, seed=rules.seed)
+        gains = ""
+        if c.baseline > 0 and c.current > 0:
+            gains = f" (gain {1 / c.baseline:.2f}× in the baseline → {1 / c.current:.2f}×)"
+        return c.model_copy(update={"reason": c.reason.rstrip(".") + gains + "."})
+
+    return _replicate(once(spec, nospec), split_starts(spec, nospec), once), kind
+
+
+def _replicate(pooled: Comparison, pairs: list[tuple[CaseResult, CaseResult]],
+               judge: Callable[[CaseResult, CaseResult], Comparison]) -> Comparison:
+    if len(pairs) < 2:
+        return pooled
+    return replicated(pooled, [judge(s, n) for s, n in pairs])

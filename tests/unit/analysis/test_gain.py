@@ -1,0 +1,81 @@
+"""The paired TPOT gain, judged by intervals: against a portable floor, and against this
+hardware's baseline gain."""
+
+from __future__ import annotations
+
+from specperf.analysis.aggregate import case_result
+from specperf.analysis.gain import GAIN_METRIC, RELATIVE_METRIC, gain_vs_baseline, gain_vs_floor
+from specperf.analysis.stats import Verdict
+from specperf.config.profile import ServerConfig
+from specperf.schemas import Case, CaseResult, CompareRules
+from tests.support import make_requests, make_trial_of
+
+
+def _case(config_id: str, tpots_ms: list[float], *, start: int | None = None,
+          trials: int = 1) -> CaseResult:
+    """A case whose trials' requests have these TPOTs (a spread, so intervals exist)."""
+    cfg = ServerConfig(id=config_id, speculative_config=None if config_id == "nospec" else
+                       {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4})
+    out = []
+    for i in range(trials):
+        samples = [s for t in tpots_ms for s in make_requests(1, tpot_s=t / 1000)]
+        trial = make_trial_of(samples, index=i)
+        out.append(trial if start is None else trial.model_copy(update={"server_start": start}))
+    return case_result(Case(config_id=config_id, concurrency=1), cfg, out, "0.32.0", "h")
+
+
+SPREAD = [0.97, 0.99, 1.0, 1.01, 1.03, 0.98, 1.02, 1.0]
+
+
+def _tpots(centre: float) -> list[float]:
+    return [centre * f for f in SPREAD]
+
+
+def test_a_clear_gain_passes_a_clear_loss_fails_a_close_call_is_inconclusive() -> None:
+    rules = CompareRules()
+    nospec = _case("nospec", _tpots(30.0))
+    passed, kind = gain_vs_floor(_case("ngram-k3", _tpots(20.0)), nospec, 1.0, rules)
+    assert kind == "requests" and passed.verdict is Verdict.UNCHANGED
+    assert passed.metric == GAIN_METRIC and round(passed.current, 2) == 1.5
+    assert passed.ci_low > 1.0 and "wholly above the floor 1×" in passed.reason
+    failed, _ = gain_vs_floor(_case("ngram-k3", _tpots(40.0)), nospec, 1.0, rules)
+    assert failed.verdict is Verdict.REGRESSION and failed.ci_high < 1.0
+    close, _ = gain_vs_floor(_case("ngram-k3", _tpots(29.8)), nospec, 1.0, rules)
+    assert close.verdict is Verdict.INCONCLUSIVE and "crosses the floor" in close.reason
+
+
+def test_too_few_requests_is_inconclusive_not_a_verdict() -> None:
+    rules = CompareRules()
+    few, _ = gain_vs_floor(_case("ngram-k3", [20.0, 21.0]), _case("nospec", [30.0, 31.0]), 1.0,
+                           rules)
+    assert few.verdict is Verdict.INCONCLUSIVE and "too few samples" in few.reason
+
+
+def test_a_loss_must_show_on_every_server_start() -> None:
+    """A fresh-server confirmation: the spec trials span two starts; a loss only the first
+    start shows is not a FAIL."""
+    rules = CompareRules()
+    first = _case("ngram-k3", _tpots(40.0), start=0)
+    second = _case("ngram-k3", _tpots(20.0), start=1)
+    spec = first.model_copy(update={"trials": [*first.trials, *second.trials]})
+    nospec_one = _case("nospec", _tpots(30.0))
+    nospec = nospec_one.model_copy(update={"trials": nospec_one.trials * 2})
+    judged, _ = gain_vs_floor(spec, nospec, 1.0, rules)
+    assert judged.verdict is Verdict.INCONCLUSIVE
+    assert "not confirmed on a fresh server" in judged.reason
+
+
+def test_the_gain_may_not_drop_beyond_the_tpot_minimum_effect_against_the_baseline() -> None:
+    rules = CompareRules()  # TPOT min_effect 5 %
+    base = _case("ngram-k3", _tpots(20.0)), _case("nospec", _tpots(30.0))
+    same, _ = gain_vs_baseline(_case("ngram-k3", _tpots(20.0)), _case("nospec", _tpots(30.0)),
+                               *base, rules)
+    assert same.metric == RELATIVE_METRIC and same.verdict is Verdict.UNCHANGED
+    # The machine got 10 % slower on both sides: the gain did not move.
+    drift, _ = gain_vs_baseline(_case("ngram-k3", _tpots(22.0)), _case("nospec", _tpots(33.0)),
+                                *base, rules)
+    assert drift.verdict is Verdict.UNCHANGED
+    dropped, _ = gain_vs_baseline(_case("ngram-k3", _tpots(26.0)), _case("nospec", _tpots(30.0)),
+                                  *base, rules)
+    assert dropped.verdict is Verdict.REGRESSION
+    assert "gain 1.50× in the baseline → 1.15×" in dropped.reason

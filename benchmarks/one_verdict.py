@@ -13,8 +13,8 @@ status, wall time, the outcome of every (gate, case, metric) check in D/run.json
 * ``baseline``: ``--runs`` runs with ``--perf-update-baselines --perf-force`` into
   ``--baselines-dir``: each one kept in the baseline's history, even one with a flag.
 * ``inject``: first a baseline of ``--baseline-runs`` kept runs (those missing), recorded with
-  ``--config`` behind the proxy at a negligible delay (its own cost must not count as the
-  effect; ``SPECPERF_PROXY_DELAY_MS=0`` turns the proxy off); then ``--runs`` runs with the
+  ``--config`` behind the proxy at zero delay (its own cost must not count as the effect;
+  a zero-delay proxy run may be kept in a baseline); then ``--runs`` runs with the
   per-chunk delay that raises that config's TPOT at its lowest concurrency by ``--effect``
   (specperf.engine.proxy.delay_for_tpot on the kept trials). Per run: did the config FAIL a
   check; which checks of other configs FAILed.
@@ -302,7 +302,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--config", help="inject: the server config to slow down")
     p.add_argument("--effect", type=float, default=0.25, help="inject: relative TPOT rise")
     p.add_argument("--baseline-runs", type=int, default=3, help="inject: kept baseline runs")
-    p.add_argument("--reference-delay-ms", type=float, default=0.001,
+    p.add_argument("--reference-delay-ms", type=float, default=0.0,
                    help="inject: the proxy's delay while the baseline is recorded")
     p.add_argument("--max-busy", type=float, default=0.3,
                    help="warn when the machine used more cores before a run")

@@ -511,7 +511,11 @@ class PerfRun:
             # Nothing failed: undecided checks still get their own status (6 inconclusive,
             # 7 machine busy; docs/how-a-run-works.md), as `specperf compare` exits.
             session.exitstatus = exit_status(c.outcome for c in run.checks)
-        if ps.options.update_baselines and ps.options.fault is not None:
+        fault = ps.options.fault
+        # A zero-delay proxy with no fault mode is the reference an injected run is judged
+        # against (the proxy itself costs TPOT): it may be kept; any real fault may not.
+        reference = fault is not None and fault.delay_ms == 0 and not fault.modes
+        if ps.options.update_baselines and fault is not None and not reference:
             ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
         elif ps.options.update_baselines and ctx.path is not None:
             regressions = comparison.regressions if comparison is not None else []

@@ -85,16 +85,20 @@ request_timeout_s = {request_timeout_s}
 
 {tiny}
 [gates.acceptance]
-baseline_tolerance = 0.0
 
 [gates.tpot_gain]
 max_concurrency = 1
 min_ratio = 0.05
 
-[gates.budgets]
-min_concurrency = 1
-ttft_tolerance = 50.0
-throughput_tolerance = 0.99
+# Judged against a baseline only as far as a fault needs: limits no real run comes near.
+[compare.metrics.ttft]
+min_effect = 50.0
+
+[compare.metrics.output_throughput]
+min_effect = 0.99
+
+[compare.metrics.acceptance_rate]
+min_effect = 0.0
 
 [[server_configs]]
 id = "nospec"
@@ -284,7 +288,8 @@ def _why(o: Outcome) -> str:
 def battery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Battery]:
     """The shared workspace: the tiny models, and the no-spec baseline recorded once."""
     b = Battery(tmp_path_factory.mktemp("faults"))
-    rec = b.run("record", "-k", "nospec", "--perf-update-baselines")
+    # --perf-force: kept even if a trial ran on a busy machine (the battery needs a baseline).
+    rec = b.run("record", "-k", "nospec", "--perf-update-baselines", "--perf-force")
     assert rec.code == 0, _why(rec)
     assert_no_vllm_left(b.root)
     yield b

@@ -129,7 +129,10 @@ BATTERY = [
     Bad("min-ratio-inf", edit("min_ratio = 1.1", "min_ratio = inf"),
         ("gates.tpot_gain.min_ratio", "finite number")),
     Bad("ttft-min-effect-nan", edit("min_effect = 0.1", "min_effect = nan"),
-        ("compare.metrics.ttft.min_effect", "greater than or equal to 0")),
+        ("compare.metrics.ttft.min_effect", "finite number")),
+    # inf would switch the metric's check off without a word.
+    Bad("ttft-min-effect-inf", edit("min_effect = 0.1", "min_effect = inf"),
+        ("compare.metrics.ttft.min_effect", "finite number")),
     Bad("max-outside-cores-nan", edit("requests = 4", "requests = 4\nmax_outside_cores = nan"),
         ("load.max_outside_cores", "finite number")),
     Bad("busy-wait-negative", edit("requests = 4", "requests = 4\nbusy_wait_s = -1"),

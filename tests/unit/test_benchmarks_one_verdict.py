@@ -182,7 +182,7 @@ def test_dry_run_prints_each_mode_and_runs_nothing(tmp_path: Path) -> None:
     inject = [ln for ln in _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "2")
               if "-m pytest" in ln]
     assert [("--perf-update-baselines" in ln, ln.split()[0]) for ln in inject] == [
-        (True, "SPECPERF_PROXY_DELAY_MS=0.001")] * 3 + [
+        (True, "SPECPERF_PROXY_DELAY_MS=0")] * 3 + [
         (False, "SPECPERF_PROXY_DELAY_MS='<sized")] * 2
     assert all("SPECPERF_PROXY_CONFIGS=draft-k2" in ln for ln in inject)
 

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf would turn a metric's check off silently; nan compares false with everything.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Direction(str, Enum):

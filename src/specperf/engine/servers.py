@@ -247,8 +247,10 @@ class ServerPool:
         if fault is None:
             return server.base_url
         mode = fault.mode(server.config_id)
-        delayed = bool(fault.delay_ms) and fault.applies_to(
-            server.config_id, self.profile.config(server.config_id).is_spec)
+        # A delay of 0 still goes through the proxy: the reference an injected run is
+        # judged against must pay the proxy's own cost too (docs/validation.md).
+        delayed = fault.applies_to(server.config_id,
+                                   self.profile.config(server.config_id).is_spec)
         if mode is None and not delayed:
             return server.base_url
         proxy = self.proxies.get(server.config_id)

@@ -299,7 +299,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--baselines-dir", type=Path, default=None,
                    help="judge against (baseline, inject: record into) this directory "
                         "(default: a scratch one under --work, empty)")
-    p.add_argument("--config", help="inject: the server config to slow down")
+    p.add_argument("--config", help="inject: the server config to slow down; quiet, busy, "
+                                     "baseline: the config behind the reference proxy")
     p.add_argument("--effect", type=float, default=0.25, help="inject: relative TPOT rise")
     p.add_argument("--baseline-runs", type=int, default=3, help="inject: kept baseline runs")
     p.add_argument("--reference-delay-ms", type=float, default=0.0,
@@ -337,18 +338,20 @@ def main(argv: list[str] | None = None) -> int:
                        / f"one-verdict-{args.mode}-{profile.name}-{stamp:%H%M%S}.json")
     baselines = (args.baselines_dir or args.work / "baselines").resolve()
     base_file = baseline_path(baselines, profile.name, detect_hardware()[0])
-    cfg = args.config if args.mode == "inject" else None
-    if cfg and cfg not in {c.id for c in profile.server_configs}:
-        raise SystemExit(f"--config {cfg!r}: profile {profile.name!r} has "
+    if args.config and args.config not in {c.id for c in profile.server_configs}:
+        raise SystemExit(f"--config {args.config!r}: profile {profile.name!r} has "
                          f"{', '.join(c.id for c in profile.server_configs)}")
+    cfg = args.config if args.mode == "inject" else None
     kept = len(load_history(base_file)) if base_file.exists() else 0
     args.profile = str(profile.source)  # the runs start in the repository
     todo = {"quiet": [("run", False)] * args.runs, "busy": [("run", True)] * args.runs,
             "baseline": [("baseline", False)] * args.runs,
             "inject": [("baseline", False)] * max(0, args.baseline_runs - kept)
             + [("run", False)] * args.runs}[args.mode]
+    # With --config, every run but the injected ones sends that config's load through the
+    # proxy at the reference delay: quiet and busy runs then match an inject baseline.
     ref_env = {"SPECPERF_PROXY_DELAY_MS": f"{args.reference_delay_ms:g}",
-               "SPECPERF_PROXY_CONFIGS": cfg} if cfg else {}
+               "SPECPERF_PROXY_CONFIGS": args.config} if args.config else {}
 
     def delay_env() -> tuple[dict[str, Any], dict[str, str]]:
         if not base_file.exists():
@@ -361,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         return ({"delay_ms": ms, "effect": args.effect, **shape},
                 {"SPECPERF_PROXY_DELAY_MS": f"{ms:.3f}", "SPECPERF_PROXY_CONFIGS": cfg})
 
-    env: dict[str, str] = {}
+    env: dict[str, str] = {} if cfg else ref_env
     if args.dry_run:
         for name, phase, burn in names(todo):
             if cfg and not env:  # sized now if a baseline is already kept, else after it

@@ -213,6 +213,9 @@ class Battery:
                 # The guard would measure trials again while the battery's own processes
                 # are busy; these runs prove fault handling, not figures.
                 "--perf-max-outside-cores", "0",
+                # Nor more trials for undecided checks: two requests decide nothing, and
+                # the extra trials would only lengthen every run.
+                "--perf-retry-inconclusive=off",
                 "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
                 "--perf-models-cache", str(self.models), "--perf-baselines", str(baselines),
                 *args]

@@ -404,7 +404,7 @@ def test_gate_fails_for_real_and_server_crash_is_isolated(
     base_rate = base.case(run.cases[0].case).acceptance.rate  # type: ignore[union-attr]
 
     failed = [c for c in run.checks if c.outcome == "fail"]
-    floor = [c for c in failed if c.metric == "acceptance_rate"]
+    floor = [c for c in failed if c.metric == "acceptance_rate floor"]
     assert {c.case.id for c in floor} == {"draft-k2-c1", "draft-k2-c2"}
     msg = floor[0].message
     assert "draft-k2-c" in msg and "acceptance rate" in msg and "floor 0.9500" in msg

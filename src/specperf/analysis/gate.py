@@ -74,28 +74,29 @@ def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[Ga
             if acc is None
             else "no draft tokens were proposed during the case"
         )
-        return [mk("acceptance_rate", None, gate.min_rate, False,
+        return [mk("acceptance_rate floor", None, gate.min_rate, False,
                    f"case {case.id}: acceptance cannot be measured: {why}")]
 
     checks: list[GateCheck] = []
     rate = acc.rate
     if gate.min_rate is not None:
         ok = rate + RATE_EPS >= gate.min_rate
+        # "floor" in the name: the comparison against the baseline is "acceptance_rate".
         checks.append(mk(
-            "acceptance_rate", rate, gate.min_rate, ok,
+            "acceptance_rate floor", rate, gate.min_rate, ok,
             f"case {case.id}: acceptance rate {rate:.4f} "
             + ("meets" if ok else "is below") + f" the floor {gate.min_rate:.4f}",
         ))
     per_pos = acc.per_position_rate
     for i, floor in enumerate(gate.min_per_position or []):
         if i >= len(per_pos):
-            checks.append(mk(f"acceptance_rate[pos {i}]", None, floor, False,
+            checks.append(mk(f"acceptance_rate[pos {i}] floor", None, floor, False,
                              f"case {case.id}: no acceptance counter for draft position {i} "
                              f"(the server drafts {len(per_pos)} tokens)"))
             continue
         ok = per_pos[i] + RATE_EPS >= floor
         checks.append(mk(
-            f"acceptance_rate[pos {i}]", per_pos[i], floor, ok,
+            f"acceptance_rate[pos {i}] floor", per_pos[i], floor, ok,
             f"case {case.id}: acceptance at draft position {i} is {per_pos[i]:.4f}, "
             + ("meets" if ok else "below") + f" the floor {floor:.4f}",
         ))

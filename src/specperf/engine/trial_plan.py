@@ -6,13 +6,14 @@ on real comparisons without a server (tests/unit/engine/test_trial_plan.py).
 1. **Base repeats**: ``repeats`` rounds, round-robin over the config's concurrencies (c1 c4
    c1 c4 …), so slow drift inside one server's lifetime lands on every case alike; the
    first round warms the server up.
-2. **Retry batches** (``--perf-retry-inconclusive``): while the server is still up, each
-   case is compared with the baseline, and the ones with an INCONCLUSIVE metric get
+2. **Retry batches** (on by default; ``--perf-retry-inconclusive=CAP|off``): while the
+   server is still up, each case is judged (against the baseline, and its paired TPOT
+   gain against its floor), and the ones with an INCONCLUSIVE check get
    :data:`RETRY_BATCH` more trials per round, interleaved, until decided or at the cap.
-3. **Fresh-server confirmation** (``[compare] confirm_on_fresh_server``): a case whose
-   latency or throughput is still flagged is measured again, as many trials as it had,
-   on a fresh start of its server; a flag stands only if that start shows it too
-   (compare.replicated). One start cannot tell its own offset from a change of vLLM
+3. **Fresh-server confirmation** (``[compare] confirm_on_fresh_server``): a case with a
+   REGRESSION still standing (a latency, the throughput, or the gain below its floor) is
+   measured again, as many trials as it had, on a fresh start of its server; it stands
+   only if that start shows it too (stats.replicated). One start cannot tell its own offset from a change of vLLM
    (measured: docs/validation.md).
 
 Steps and what the plan is sent back for each:

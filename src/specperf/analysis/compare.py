@@ -42,6 +42,7 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats as scipy_stats
 
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
 from specperf.analysis.outside_load import busy_reason, comparison_note
@@ -318,19 +319,33 @@ def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
     )
 
 
-def _throughput_budget(base: CaseResult, cur: CaseResult, rule: MetricRule,
+def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: MetricRule,
                        rules: CompareRules) -> Comparison:
-    """Throughput with too few trials for a test (or a baseline with none)."""
-    b = float(np.mean([t.output_throughput for t in base.trials])) if base.trials else \
-        base.output_throughput
+    """Throughput with too few trials for a test (or a baseline with none): the mean of the
+    kept runs' trials against the budget, widened by how far those runs' own means spread
+    (Student's t over their number: the prediction of one more run)."""
+    base = runs[0]
+    values = [[t.output_throughput for t in run.trials] or [run.output_throughput]
+              for run in runs]
+    b = float(np.mean([v for run in values for v in run]))
     c = float(np.mean([t.output_throughput for t in cur.trials])) if cur.trials else \
         cur.output_throughput
-    nb, nc = len(base.trials), len(cur.trials)
+    nb, nc = sum(len(run.trials) for run in runs), len(cur.trials)
+    tolerance = rules.budget("output_throughput")
+    widened = ""
+    means = [math.log(float(np.mean(run))) for run in values if np.mean(run) > 0]
+    if len(means) > 1:
+        spread = float(np.std(means, ddof=1))
+        t = float(scipy_stats.t.ppf(0.5 + rules.confidence / 2, len(means) - 1))
+        extra = t * spread * math.sqrt(1 + 1 / len(means))
+        tolerance = max(tolerance, rule.min_effect) + extra
+        widened = (f", widened by {extra * 100:.1f} % for the spread of {len(means)} kept "
+                   "runs' means")
     return _budget(
         rule, rules, b, c, statistic="mean", n_baseline=nb, n_current=nc,
-        tolerance=rules.budget("output_throughput"),
-        why=(f"{nb} baseline and {nc} current trial{'s' if nc != 1 else ''}, fewer than "
-             f"{rules.min_trials} per side"),
+        tolerance=tolerance,
+        why=(f"{len(base.trials)} baseline and {nc} current trial{'s' if nc != 1 else ''} per "
+             f"run, fewer than {rules.min_trials}{widened}"),
         advice=f"record ≥ {rules.min_trials} trials (--perf-repeats) to tell",
     )
 
@@ -437,22 +452,32 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
                                      note=f"budget rule (±{rules.budget(key) * 100:g} %), "  # type: ignore[arg-type]
                                           "no interval: no samples on one side"))
             continue
-        def on_requests(current: list[float], rule: MetricRule = rule,
-                        b: list[float] = b) -> Comparison:
+        # The kept runs' requests join the baseline's, and the spread of their centres
+        # beyond their request noise widens the interval, as trials do below.
+        statistic: Literal["median", "mean"] = "mean" if rule.statistic == "mean" else "median"
+        base_runs = [per_request(run, key) for run in runs]
+        b = [v for values in base_runs for v in values]
+        between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else None
+
+        def on_requests(current: list[float], n_starts: int, rule: MetricRule = rule,
+                        b: list[float] = b, between: float | None = between,
+                        statistic: Literal["median", "mean"] = statistic) -> Comparison:
             return compare_samples(
                 rule.name, b, current, direction=rule.direction, min_effect=rule.min_effect,
-                alpha=rules.alpha, statistic="mean" if rule.statistic == "mean" else "median",
+                alpha=rules.alpha, statistic=statistic,
                 confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
+                between_run_sd=between or 0.0, baseline_runs=len(runs),
+                current_runs=n_starts,
             )
 
-        comparison = on_requests(c)
+        comparison = on_requests(c, len(starts))
         if len(starts) > 1:
-            comparison = replicated(comparison, [on_requests(per_request(s, key))
+            comparison = replicated(comparison, [on_requests(per_request(s, key), 1)
                                                  for s in starts])
         comparison = comparison.model_copy(update={
             "reason": comparison.reason.rstrip(".") + f"; samples are requests, not trials "
-            f"(fewer than {rules.min_trials} trials per side), so the interval understates "
-            "run-to-run drift."
+            f"(fewer than {rules.min_trials} trials per side)"
+            + ("." if between else ", so the interval understates run-to-run drift.")
         })
         add(comparison, MetricDetail(
             key=key, unit=rule.unit, samples="requests",  # type: ignore[arg-type]
@@ -468,9 +493,9 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
         else:
             b = [t.output_throughput for t in base.trials]
             c = [t.output_throughput for t in cur.trials]
-            budget = _throughput_budget(base, cur, rule, rules)
+            budget = _throughput_budget(runs, cur, rule, rules)
             if len(starts) > 1:
-                budget = replicated(budget, [_throughput_budget(base, one, rule, rules)
+                budget = replicated(budget, [_throughput_budget(runs, one, rule, rules)
                                              for one in starts])
             add(budget,
                 MetricDetail(key="output_throughput", unit=rule.unit, samples="trial_means",
@@ -483,6 +508,8 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
         _compare_acceptance(base, cur, rule, rules, out, add)
     if cur.confirmation is not None:
         out.notes.append(f"current run: {cur.confirmation.summary_line()}")
+    if len(runs) < rules.min_baseline_runs:
+        _unproven_timing(out, len(runs), rules)
     # Said, never acted on: the verdicts stay what the numbers say (a contended kept trial
     # makes the timing checks BUSY: CaseComparison.busy).
     busy = comparison_note(base.trials, cur.trials)
@@ -578,6 +605,24 @@ def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
     if len(bp) != len(cp):
         out.notes.append(f"the baseline has acceptance counters for {len(bp)} draft positions, "
                          f"the run for {len(cp)}; compared the first {min(len(bp), len(cp))}")
+
+
+def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> None:
+    """A timing REGRESSION against a baseline of fewer than ``min_baseline_runs`` kept runs
+    is INCONCLUSIVE: how far a whole run moves on its own (its servers' starts, the
+    machine's speed that hour; measured: docs/validation.md) cannot be told from one run,
+    and a fresh-server confirmation re-measures only the current side."""
+    for i, m in enumerate(out.comparisons):
+        detail = out.detail(m)
+        if (m.verdict is not Verdict.REGRESSION or detail is None
+                or detail.samples == "counters" or detail.key == "tpot_gain"):
+            continue  # exact counters; the gain against its floor is judged within the run
+        out.comparisons[i] = m.model_copy(update={
+            "verdict": Verdict.INCONCLUSIVE,
+            "reason": m.reason.rstrip(".") + f"; but the baseline holds {n_runs} run"
+            f"{'s' if n_runs != 1 else ''}, fewer than the {rules.min_baseline_runs} "
+            "(min_baseline_runs) a timing change needs to tell itself from one run's own "
+            "offset — keep more runs with --perf-update-baselines."})
 
 
 def _provenance_refusals(run: Provenance, base: Provenance) -> list[str]:

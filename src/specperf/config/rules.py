@@ -107,6 +107,13 @@ class CompareRules(_Model):
                     "centres is the between-run noise the interval includes; 1 = the "
                     "baseline file alone",
     )
+    min_baseline_runs: int = Field(
+        1, ge=1,
+        description="kept baseline runs a timing REGRESSION needs before it FAILs: with "
+                    "fewer, the baseline's own run offset (a server start, the machine's "
+                    "speed that hour) is unknown, so the check is INCONCLUSIVE; acceptance "
+                    "(exact counters) and the gain against its floor (same run) need none",
+    )
     confirm_on_fresh_server: bool = Field(
         True,
         description="when a case's latency or throughput is flagged against the baseline, "

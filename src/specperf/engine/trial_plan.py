@@ -13,8 +13,8 @@ on real comparisons without a server (tests/unit/engine/test_trial_plan.py).
 3. **Fresh-server confirmation** (``[compare] confirm_on_fresh_server``): a case with a
    REGRESSION still standing (a latency, the throughput, or the gain below its floor) is
    measured again, as many trials as it had, on a fresh start of its server; it stands
-   only if that start shows it too (stats.replicated). One start cannot tell its own offset from a change of vLLM
-   (measured: docs/validation.md).
+   only if that start shows it too (stats.replicated). One start cannot tell its own
+   offset from a change of vLLM (measured: docs/validation.md).
 
 Steps and what the plan is sent back for each:
 

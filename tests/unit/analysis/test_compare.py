@@ -295,7 +295,10 @@ PROFILE_CI = (TESTS_DIR / "profiles") / "cpu-ci.toml"
 def _profile_rules(tmp_path: Path, table: str) -> CompareRules:
     path = tmp_path / "p.toml"
     path.write_text(PROFILE_CI.read_text() + "\n" + table)
-    return load_profile(path).compare
+    rules = load_profile(path).compare
+    # five_trials is one run, as baseline: let a timing REGRESSION stand on it.
+    rules.min_baseline_runs = 1
+    return rules
 
 
 def test_profile_min_effect_changes_a_verdict(five_trials: RunResult, tmp_path: Path) -> None:
@@ -550,3 +553,20 @@ def test_confirmation_is_a_note_of_the_case_comparison(real: RunResult) -> None:
     cc = compare_cases(real.cases[0], case)
     assert f"current run: {rec.summary_line()}" in cc.notes
     assert "confirmation" not in real.cases[0].model_dump_json()  # absent: files as before
+
+
+def test_a_timing_regression_needs_the_baseline_runs_the_rules_ask_for(
+        five_trials: RunResult) -> None:
+    """One baseline run cannot tell its own offset from a change (a quiet VM moved whole
+    runs by 20-40 %): with min_baseline_runs = 2, a 30 % slowdown against one run is
+    INCONCLUSIVE, saying why; acceptance (exact counters) is judged all the same."""
+    cur = scale_latency(five_trials, 1.3, cases=["d-k3"])
+    rules = CompareRules(min_baseline_runs=2)
+    one = compare_runs(cur, five_trials, rules)
+    v = verdicts(one)
+    assert v[("d-k3-c1", "TPOT")] is Verdict.INCONCLUSIVE
+    (m,) = [m for cc, m in one.all() if cc.case.id == "d-k3-c1" and m.metric == "TPOT"]
+    assert "min_baseline_runs" in m.reason and "keep more runs" in m.reason
+    assert not one.regressions
+    # The same slowdown stands against the default rule (one run is enough there).
+    assert verdicts(compare_runs(cur, five_trials))[("d-k3-c1", "TPOT")] is Verdict.REGRESSION

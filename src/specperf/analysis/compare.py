@@ -47,7 +47,13 @@ from scipy import stats as scipy_stats
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
 from specperf.analysis.outside_load import busy_reason, comparison_note
 from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trials_for_shift
-from specperf.analysis.samples import by_start, earlier_runs, per_request, per_trial
+from specperf.analysis.samples import (
+    by_start,
+    earlier_pairs,
+    earlier_runs,
+    per_request,
+    per_trial,
+)
 from specperf.analysis.stats import (
     Comparison,
     Direction,
@@ -381,7 +387,9 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                   earlier: Sequence[CaseResult] = (), *,
                   paired: CaseResult | None = None,
                   base_paired: CaseResult | None = None,
-                  gain_floor: float | None = None) -> CaseComparison:
+                  gain_floor: float | None = None,
+                  earlier_paired: Sequence[tuple[CaseResult, CaseResult]] = ()
+                  ) -> CaseComparison:
     """Every enabled metric of one case, baseline against current, and its paired TPOT
     gain (:mod:`specperf.analysis.gain`) when the run has one: against ``gain_floor``, and
     against the baseline's gain when ``base_paired`` is given. ``base`` None: the gain alone
@@ -415,7 +423,8 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                                      note=f"paired with {len(paired.trials)} no-spec trials of "
                                           "the same run; baseline column = the floor"))
         if base_paired is not None and base is not None:
-            comparison, kind = gain_vs_baseline(cur, paired, base, base_paired, rules)
+            comparison, kind = gain_vs_baseline(cur, paired, base, base_paired, rules,
+                                                earlier_paired)
             add(comparison, MetricDetail(key="tpot_vs_nospec", unit="", samples=kind,  # type: ignore[arg-type]
                                          note="spec TPOT / the same run's no-spec TPOT "
                                               "(1 / gain), against the baseline's"))
@@ -739,6 +748,7 @@ def compare_runs(
                 continue
             result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
         cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history),
+                           earlier_paired=earlier_pairs(base, baseline, history),
                            **gain)  # type: ignore[arg-type]
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")

@@ -31,6 +31,7 @@ from specperf.analysis.stats import (
     Comparison,
     Direction,
     Verdict,
+    between_run_spread,
     compare_samples,
     ratio_ci,
     replicated,
@@ -129,26 +130,39 @@ def _relative(spec: CaseResult, nospec: CaseResult, rules: CompareRules,
 
 
 def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult,
-                     base_nospec: CaseResult, rules: CompareRules) -> tuple[Comparison, str]:
+                     base_nospec: CaseResult, rules: CompareRules,
+                     earlier: Sequence[tuple[CaseResult, CaseResult]] = ()
+                     ) -> tuple[Comparison, str]:
     """The case's TPOT relative to its paired no-spec, against the baseline's: a rise
-    beyond the TPOT rule's minimum effect is the gain dropping on this hardware."""
-    rule = rules.rule("tpot")
-    by_trial = min(len(spec.trials), len(nospec.trials), len(base_spec.trials),
-                   len(base_nospec.trials)) >= rules.min_trials
-    kind = "trials" if by_trial else "requests"
-    base = _relative(base_spec, base_nospec, rules, by_trial)
+    beyond the TPOT rule's minimum effect is the gain dropping on this hardware.
 
-    def once(s: CaseResult, n: CaseResult) -> Comparison:
+    ``earlier``: the (spec, paired no-spec) of the baseline's kept runs, newest first. Their
+    relative values join the baseline's and the spread of the runs' centres widens the
+    interval (stats.compare_samples' between-run term): drift cancels within a run, but
+    each run's spec server start has its own offset, which one run cannot show."""
+    rule = rules.rule("tpot")
+    runs = [(base_spec, base_nospec), *earlier][: rules.baseline_runs]
+    by_trial = min(len(spec.trials), len(nospec.trials),
+                   *(min(len(s.trials), len(n.trials)) for s, n in runs)) >= rules.min_trials
+    kind = "trials" if by_trial else "requests"
+    base_runs = [_relative(s, n, rules, by_trial) for s, n in runs]
+    base = [v for values in base_runs for v in values]
+    between = between_run_spread(base_runs) if len(base_runs) > 1 else None
+
+    def once(s: CaseResult, n: CaseResult, n_starts: int = 1) -> Comparison:
         c = compare_samples(RELATIVE_METRIC, base, _relative(s, n, rules, by_trial),
                             direction=Direction.LOWER_IS_BETTER, min_effect=rule.min_effect,
                             alpha=rules.alpha, statistic="median", confidence=rules.confidence,
-                            n_resamples=rules.n_resamples, seed=rules.seed)
+                            n_resamples=rules.n_resamples, seed=rules.seed,
+                            between_run_sd=between or 0.0, baseline_runs=len(base_runs),
+                            current_runs=n_starts)
         gains = ""
         if c.baseline > 0 and c.current > 0:
             gains = f" (gain {1 / c.baseline:.2f}× in the baseline → {1 / c.current:.2f}×)"
         return c.model_copy(update={"reason": c.reason.rstrip(".") + gains + "."})
 
-    return _replicate(once(spec, nospec), split_starts(spec, nospec), once), kind
+    pairs = split_starts(spec, nospec)
+    return _replicate(once(spec, nospec, len(pairs)), pairs, once), kind
 
 
 def _replicate(pooled: Comparison, pairs: list[tuple[CaseResult, CaseResult]],

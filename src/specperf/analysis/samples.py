@@ -17,7 +17,7 @@ import numpy as np
 
 from specperf.schemas import Baseline, CaseResult, Provenance, RequestSample, RunResult, Trial
 
-__all__ = ["by_start", "earlier_runs", "kept_runs", "per_request", "per_trial", "starts_of"]
+__all__ = ["by_start", "earlier_pairs", "earlier_runs", "kept_runs", "per_request", "per_trial", "starts_of"]
 
 
 def _latency_ms(s: RequestSample, key: str) -> float | None:
@@ -97,4 +97,18 @@ def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
                 or case.num_speculative_tokens != base.num_speculative_tokens):
             continue
         out.append(case)
+    return out
+
+
+def earlier_pairs(base: CaseResult, baseline: RunResult | Baseline,
+                  history: Sequence[RunResult | Baseline]) -> list[tuple[CaseResult, CaseResult]]:
+    """The case and its paired no-spec trials in the :func:`kept_runs` that kept them
+    (same server config as the baseline case); newest first."""
+    out = []
+    for kept in kept_runs(baseline, history):
+        case = next((c for c in kept.cases if c.case == base.case), None)
+        paired = kept.paired_nospec.get(base.case.id)
+        if case is None or paired is None or case.config_hash != base.config_hash:
+            continue
+        out.append((case, paired))
     return out

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specperf.analysis.samples import earlier_runs, kept_runs
+from specperf.analysis.samples import earlier_pairs, earlier_runs, kept_runs
 from specperf.config.profile import Profile
 from specperf.schemas import Baseline, Case, CaseResult, Provenance, RunResult
 from specperf.store import baselines as baseline_store
@@ -94,6 +94,12 @@ class BaselineContext:
             return None
         assert self.baseline is not None
         return self.baseline.paired_nospec.get(case.id)
+
+    def earlier_paired(self, base: CaseResult) -> list[tuple[CaseResult, CaseResult]]:
+        """The kept earlier runs of a baseline case with their paired no-spec trials (the
+        gain check pools them)."""
+        assert self.baseline is not None
+        return earlier_pairs(base, self.baseline, self.history)
 
     def earlier(self, base: CaseResult) -> list[CaseResult]:
         """The kept earlier runs of a baseline case the comparison pools with it."""

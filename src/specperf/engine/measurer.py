@@ -240,7 +240,8 @@ class CaseMeasurer:
         return compare_cases(base, cur, self.profile.compare,
                              earlier=ctx.earlier(base) if base is not None else (),
                              paired=paired, base_paired=ctx.paired(cur.case),
-                             gain_floor=floor)
+                             gain_floor=floor,
+                             earlier_paired=ctx.earlier_paired(base) if base is not None else ())
 
     def _failed(self, run: _ConfigRun, exc: Exception) -> MeasureError:
         current = run.current

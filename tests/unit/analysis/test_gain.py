@@ -79,3 +79,20 @@ def test_the_gain_may_not_drop_beyond_the_tpot_minimum_effect_against_the_baseli
                                   *base, rules)
     assert dropped.verdict is Verdict.REGRESSION
     assert "gain 1.50× in the baseline → 1.15×" in dropped.reason
+
+
+def test_kept_runs_join_the_baseline_gain_and_their_spread_widens_it() -> None:
+    """Each run's spec server start has its own offset: against one run a 12 % drop of the
+    gain is a REGRESSION; against three kept runs whose own gains spread as widely, it is
+    not called."""
+    rules = CompareRules()
+    nospec = _case("nospec", _tpots(30.0))
+    base = _case("ngram-k3", _tpots(20.0)), nospec
+    cur = _case("ngram-k3", _tpots(22.4)), _case("nospec", _tpots(30.0))
+    alone, _ = gain_vs_baseline(*cur, *base, rules)
+    assert alone.verdict is Verdict.REGRESSION
+    earlier = [(_case("ngram-k3", _tpots(22.0)), nospec), (_case("ngram-k3", _tpots(18.5)), nospec)]
+    pooled, _ = gain_vs_baseline(*cur, *base, rules, earlier)
+    assert pooled.verdict is Verdict.INCONCLUSIVE
+    assert pooled.n_baseline == 3 * len(SPREAD)
+    assert "between-run spread" in pooled.reason

@@ -30,37 +30,31 @@ def parse_repeats(text: str) -> int:
     return n
 
 
-def parse_cores(text: str) -> float:
-    """--perf-max-outside-cores: any finite number (≤ 0 turns the contention guard off)."""
+def _finite(text: str, fix: str, *, minimum: float | None = None) -> float:
+    """``text`` as a finite number (≥ ``minimum`` when given), else an ArgumentTypeError
+    that says what is wrong and ``fix``."""
     try:
         x = float(text)
     except ValueError:
-        x = math.nan
-        bad = "not a number"
+        x, bad = math.nan, "not a number"
     else:
-        bad = "not a finite number"
-    if not math.isfinite(x):
-        # nan compares false with everything: the guard would never fire, silently.
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is {bad} — fix: a number of cores, e.g. 0.25; 0 turns the guard off")
+        bad = "not a finite number" if not math.isfinite(x) else "negative"
+    if not math.isfinite(x) or (minimum is not None and x < minimum):
+        raise argparse.ArgumentTypeError(f"{text!r} is {bad} — fix: {fix}")
     return x
+
+
+def parse_cores(text: str) -> float:
+    """--perf-max-outside-cores: any finite number (≤ 0 turns the contention guard off)."""
+    # nan compares false with everything: the guard would never fire, silently.
+    return _finite(text, "a number of cores, e.g. 0.25; 0 turns the guard off")
 
 
 def parse_wait(text: str) -> float:
     """--perf-busy-wait SECONDS: a finite number ≥ 0 (0 = don't wait for a quiet machine)."""
-    try:
-        x = float(text)
-    except ValueError:
-        x = math.nan
-        bad = "not a number"
-    else:
-        bad = "not a finite number" if not math.isfinite(x) else "negative"
     # inf would wait for ever on a machine that stays busy; nan would never wait, silently.
-    if not math.isfinite(x) or x < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is {bad} — fix: the most seconds a trial waits for other processes' "
-            "CPU load to fall, e.g. 60; 0 does not wait")
-    return x
+    return _finite(text, "the most seconds a trial waits for other processes' CPU load to "
+                         "fall, e.g. 60; 0 does not wait", minimum=0.0)
 
 
 def parse_retry_cap(text: str) -> int | None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from specperf.analysis.outside_load import busy_reason
+from specperf.analysis.outside_load import run_busy_summary
 from specperf.analysis.verdict import exit_status, worst
 from specperf.config import settings
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
@@ -589,10 +589,8 @@ class PerfRun:
 def _measured_busy(run: RunResult) -> bool:
     """Whether a kept trial of the run (or a paired no-spec trial) was contended: its
     timings are another load's, and a baseline must not keep them."""
-    return any(c.outcome == "busy" for c in run.checks) or any(
-        busy_reason(r.trials, run.paired_nospec[r.case.id].trials
-                    if r.case.id in run.paired_nospec else ())
-        for r in run.cases)
+    return (any(c.outcome == "busy" for c in run.checks)
+            or run_busy_summary(run.cases, run.paired_nospec) is not None)
 
 
 def _os_error(exc: OSError, path: Path) -> str:

@@ -50,7 +50,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 OUTCOMES = ("pass", "fail", "inconclusive", "busy", "skip")
 #: What the quiet-run ratio divides by (issue #13: wall ≤ 1.15 × these).
-CORE_BUCKETS = ("server_starts", "trials", "warmups")
 EXIT_MEANING = {0: "pass", 1: "FAIL", 2: "interrupted", 3: "write error", 4: "usage error",
                 5: "no tests", 6: "inconclusive", 7: "busy"}
 PROXY_ENV = ("SPECPERF_PROXY_DELAY_MS", "SPECPERF_PROXY_CONFIGS")
@@ -80,17 +79,15 @@ def read_checks(run: dict[str, Any]) -> dict[str, Any]:
                            for c in checks if c.get("outcome") not in ("pass", "skip")]}
 
 
-def quiet_ratio(breakdown: dict[str, Any] | None, wall_s: float) -> float | None:
-    """Wall time over server starts + measured trials + warmups, from a run's
-    time_breakdown (seconds per bucket; its total or the sum of its buckets is the wall)."""
+def quiet_ratio(breakdown: dict[str, Any] | None) -> float | None:
+    """Wall time over server starts + measured trials + warm-ups: the run file's
+    time_breakdown read by its own schema (TimeBreakdown.quiet_ratio, the one definition);
+    None for a run file without one."""
     if not isinstance(breakdown, dict):
         return None
-    buckets = breakdown.get("buckets") if isinstance(breakdown.get("buckets"), dict) else breakdown
-    secs = {k: float(v) for k, v in buckets.items() if isinstance(v, int | float)}
-    core = sum(secs.get(k, 0.0) for k in CORE_BUCKETS)
-    total = next((float(breakdown[k]) for k in ("total_s", "wall_s", "total") if k in breakdown),
-                 sum(secs.values()) or wall_s)
-    return total / core if core > 0 else None
+    from specperf.schemas import TimeBreakdown  # the harness imports specperf lazily: --help without it
+
+    return TimeBreakdown.model_validate(breakdown).quiet_ratio
 
 
 def failures_by_config(failed: dict[str, str], config: str) -> tuple[bool, list[str]]:
@@ -239,7 +236,7 @@ def run_once(args: argparse.Namespace, name: str, phase: str, baselines: Path,
     rec.update(used, exit=proc.returncode, log=str(log),
                run_json=str(run_json) if run_json.exists() else None, **read_checks(run),
                time_breakdown=run.get("time_breakdown"))
-    rec["quiet_ratio"] = quiet_ratio(rec["time_breakdown"], rec["wall_s"])
+    rec["quiet_ratio"] = quiet_ratio(rec["time_breakdown"])
     print(f"    exit {rec['exit']} ({EXIT_MEANING.get(rec['exit'], '?')}), {rec['wall_s']:.0f} s, "
           + ", ".join(f"{o} {rec['counts'][o]}" for o in OUTCOMES), flush=True)
     return rec

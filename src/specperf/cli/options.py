@@ -35,9 +35,10 @@ from specperf.store.kept_runs import read_kept_runs
 
 __all__ = [
     "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "BadInput",
-    "add_history", "add_json", "add_kept_runs", "reference", "add_json_out", "add_verbose", "add_width", "check_outputs",
-    "exits_2_on_bad_input", "history", "history_files", "json_out_path", "load", "one_line",
-    "same_file", "step_summary_output", "stdout_console", "wants_json", "write_output",
+    "add_history", "add_json", "add_json_out", "add_kept_runs", "add_verbose", "add_width",
+    "check_outputs", "exits_2_on_bad_input", "history", "history_files", "json_out_path", "load",
+    "one_line", "reference", "same_file", "step_summary_output", "stdout_console", "wants_json",
+    "write_output",
 ]
 
 EXIT_OK = 0

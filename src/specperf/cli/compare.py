@@ -27,9 +27,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "gave it. Exit 0: every check passed; 1: a regression (FAIL); 2: bad "
                     "input or incomparable files (other hardware or profile); 6: nothing "
                     "failed but something is INCONCLUSIVE; 7: nothing failed but some timing "
-                    "checks were not measured (machine busy).")
+                    "checks were not measured (machine busy). With --kept-runs DIR the run "
+                    "is judged against its own recent kept runs once there are enough "
+                    "(docs/baselines.md, the nightly lifecycle); the first run of a profile, "
+                    "hardware and vLLM, with nothing to compare with, exits 0 and says so.")
     p.add_argument("run", help="run.json (or a baseline file)")
-    p.add_argument("baseline", help="baseline file (or another run.json)")
+    p.add_argument("baseline", nargs="?", default=None,
+                   help="baseline file (or another run.json); optional with --kept-runs")
     p.add_argument("--markdown", metavar="PATH", help="also write the diff as GitHub markdown")
     options.add_json_out(p, "the comparison")
     p.add_argument("--step-summary", action="store_true",
@@ -38,6 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="compare even across hardware or profile changes (never a gate)")
     options.add_history(p)
+    options.add_kept_runs(p)
     options.add_width(p)
     return p
 
@@ -51,13 +56,21 @@ def run(args: argparse.Namespace) -> int:
     outputs |= options.step_summary_output(args)
     # Before anything is read or written: `compare RUN BASE --json-out BASE` (arguments
     # slipped) must not replace the baseline with the comparison.
-    options.check_outputs(outputs, [args.run, args.baseline,
-                                    *options.history_files(args, args.baseline)])
+    options.check_outputs(outputs, [p for p in (args.run, args.baseline) if p]
+                          + options.history_files(args, args.baseline))
     result = options.load(args.run)
-    base = options.load(args.baseline)
-    history = options.history(args, args.baseline)
-    cmp = compare_runs(result, base, run_label=args.run, baseline_label=args.baseline,
-                       force=args.force, history=history)
+    base = options.load(args.baseline) if args.baseline else None
+    history = options.history(args, args.baseline) if args.baseline else []
+    ref = options.reference(args, result, base, args.baseline, history)
+    if ref.baseline is None:
+        # The first night of this profile, hardware and vLLM: said, never a silent pass.
+        for note in ref.notes:
+            print(f"specperf: {note}", file=sys.stderr)
+        return options.EXIT_OK
+    cmp = compare_runs(result, ref.baseline, run_label=args.run,
+                       baseline_label=ref.baseline_label, force=args.force,
+                       history=ref.history)
+    cmp.notes[:0] = ref.notes
     if options.wants_json(args):
         print(cmp.model_dump_json(indent=1))
     else:

@@ -5,6 +5,8 @@ everywhere (docs/commands.md):
 
 * ``--json`` prints the command's result as JSON on stdout instead of the tables;
 * ``--history FILE ... / --no-history`` choose the earlier runs pooled with a baseline;
+* ``--kept-runs DIR`` pools the kept runs of a directory of run files (a nightly's own
+  history) and may replace the baseline with them (:mod:`specperf.analysis.reference`);
 * ``--width N`` the columns of the console tables; ``-v/--verbose`` unchanged metrics too.
 
 A bad input file or option value becomes :class:`BadInput`; a command's ``run`` wrapped in
@@ -24,16 +26,19 @@ from typing import Any
 
 from rich.console import Console
 
+from specperf.analysis.reference import Reference, choose_reference
 from specperf.config import settings
-from specperf.schemas import Baseline, RunResult
+from specperf.schemas import Baseline, CompareRules, RunResult
 from specperf.store.baselines import history_dir, load_history
 from specperf.store.files import BaselineError, atomic_write_text, load_result, one_line
+from specperf.store.kept_runs import read_kept_runs
 
 __all__ = [
     "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "BadInput",
-    "add_history", "add_json", "add_json_out", "add_verbose", "add_width", "check_outputs",
-    "exits_2_on_bad_input", "history", "history_files", "json_out_path", "load", "one_line",
-    "same_file", "step_summary_output", "stdout_console", "wants_json", "write_output",
+    "add_history", "add_json", "add_json_out", "add_kept_runs", "add_verbose", "add_width",
+    "check_outputs", "exits_2_on_bad_input", "history", "history_files", "json_out_path", "load",
+    "one_line", "reference", "same_file", "step_summary_output", "stdout_console", "wants_json",
+    "write_output",
 ]
 
 EXIT_OK = 0
@@ -87,6 +92,15 @@ def add_history(p: argparse.ArgumentParser) -> None:
                         "history/<name>/*.json beside it)")
     p.add_argument("--no-history", action="store_true",
                    help="use the baseline file alone, without its kept history")
+
+
+def add_kept_runs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kept-runs", metavar="DIR", default=None,
+                   help="a directory of earlier run files (e.g. recent nightlies, fetched by "
+                        "`specperf fetch-nightlies`): those of the same hardware, profile, vLLM "
+                        "and prompts that passed their own checks are pooled as kept runs; "
+                        "with [compare] baseline_runs of them they replace the baseline "
+                        "(docs/baselines.md#the-nightly-lifecycle)")
 
 
 def add_json(p: argparse.ArgumentParser, what: str) -> None:
@@ -159,6 +173,30 @@ def history(args: argparse.Namespace, baseline: Path | str) -> list[Any]:
         return load_history(Path(baseline))
     except BaselineError as exc:
         raise BadInput(one_line(str(exc)) + " (or pass --no-history)") from None
+
+
+def reference(args: argparse.Namespace, run: RunResult | Baseline,
+              base: RunResult | Baseline | None, base_label: str | None,
+              history: list[Any]) -> Reference:
+    """What ``run`` is judged against: the baseline and its history, or with ``--kept-runs``
+    the kept runs of that directory as well (a bad file there is skipped with a line on
+    stderr naming it: it costs its own pooling only)."""
+    rules = (run.compare_rules if isinstance(run, RunResult) else None) or CompareRules()
+    if not getattr(args, "kept_runs", None):
+        if base is None:
+            raise BadInput("give a BASELINE file, or --kept-runs DIR")
+        if base.provenance.provisional:
+            # Said plainly whenever it happens, kept runs or not.
+            return choose_reference(run, baseline=base, baseline_label=base_label,
+                                    history=history, kept=[], rules=rules)
+        return Reference("baseline", base, base_label, history=history)
+    try:
+        kept = read_kept_runs(Path(args.kept_runs),
+                              on_bad=lambda line: print(line, file=sys.stderr))
+    except BaselineError as exc:
+        raise BadInput(f"--kept-runs: {one_line(str(exc))}") from None
+    return choose_reference(run, baseline=base, baseline_label=base_label, history=history,
+                            kept=[(k.label, k.result) for k in kept], rules=rules)
 
 
 def history_files(args: argparse.Namespace, baseline: Path | str | None) -> list[Path]:

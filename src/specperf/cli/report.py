@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="also append the markdown to $GITHUB_STEP_SUMMARY (when set)")
     options.add_verbose(p)
     options.add_history(p)
+    options.add_kept_runs(p)
     options.add_width(p)
     return p
 
@@ -77,9 +79,17 @@ def run(args: argparse.Namespace) -> int:
     base = options.load(args.baseline) if args.baseline else None
     history = options.history(args, args.baseline) if args.baseline else []
     cmp = None
-    if base is not None:
-        cmp = compare_runs(result, base, run_label=args.run, baseline_label=args.baseline,
-                           history=history)
+    if base is not None or args.kept_runs:
+        # The same choice `compare --kept-runs` makes, so the report shows the gate's verdicts.
+        ref = options.reference(args, result, base, args.baseline, history)
+        base = ref.baseline
+        if base is not None:
+            cmp = compare_runs(result, base, run_label=args.run,
+                               baseline_label=ref.baseline_label, history=ref.history)
+            cmp.notes[:0] = ref.notes
+        else:
+            for note in ref.notes:
+                print(f"specperf: {note}", file=sys.stderr)
     out = Path(args.out)
     try:
         written = write_all(result, out, base, comparison=cmp, step_summary=args.step_summary)

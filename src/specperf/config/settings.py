@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     github_server_url: str | None = _env("GITHUB_SERVER_URL")
     github_repository: str | None = _env("GITHUB_REPOSITORY")
     github_run_id: str | None = _env("GITHUB_RUN_ID")
+    github_api_url: str | None = _env("GITHUB_API_URL")
+    """The REST API `specperf fetch-nightlies` asks (default https://api.github.com)."""
+    github_token: str | None = Field(None, repr=False,
+                                     validation_alias=AliasChoices("GITHUB_TOKEN", "GH_TOKEN"))
+    """A token that may read the repository's Actions artifacts (`specperf fetch-nightlies`
+    only; the workflow's own `GITHUB_TOKEN` with `actions: read`)."""
 
     # -- the terminal (https://no-color.org, FORCE_COLOR, TERM, COLUMNS) --
     no_color: bool = Field(False, validation_alias=AliasChoices("NO_COLOR"))

@@ -46,14 +46,32 @@ def write_baseline(path: Path, baseline: Baseline, keep: int = HISTORY_KEEP) -> 
     baseline whose own copy is missing from the history, lost to the trend view and to
     pooling after the next update. Old entries are pruned only once both are written.
     """
+    text = file_in_history(path, baseline)
+    atomic_write_text(path, text)
+    for old in sorted(history_dir(path).glob("*.json"))[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def file_in_history(path: Path, baseline: Baseline) -> str:
+    """Write one kept run into the history of the baseline at ``path`` (atomically, named
+    by its date and commit); returns its JSON text."""
     text = baseline.model_dump_json(indent=1) + "\n"
-    hist = history_dir(path)
     stamp = baseline.provenance.date.strftime("%Y%m%dT%H%M%S")
     commit = (baseline.provenance.git_commit or "nocommit")[:10]
-    atomic_write_text(hist / f"{stamp}-{commit}.json", text)
-    atomic_write_text(path, text)
-    for old in sorted(hist.glob("*.json"))[:-keep]:
-        old.unlink(missing_ok=True)
+    atomic_write_text(history_dir(path) / f"{stamp}-{commit}.json", text)
+    return text
+
+
+def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> None:
+    """Make the newest of ``runs`` the baseline at ``path`` and file every one in its
+    history (a promotion of kept nightlies). The older ones go into the history first and
+    the newest last, through :func:`write_baseline`: an interruption leaves the previous
+    baseline whole, with some of the new runs kept beside it — never a baseline whose
+    runs are missing."""
+    ordered = sorted(runs, key=lambda b: b.provenance.date)
+    for older in ordered[:-1]:
+        file_in_history(path, older)
+    write_baseline(path, ordered[-1], keep=max(keep, len(ordered)))
 
 
 def load_history(path: Path, on_bad: Callable[[str], None] | None = None) -> list[Baseline]:

@@ -1,0 +1,78 @@
+"""``specperf fetch-nightlies DIR``: the merged run files of the workflow's recent
+successful nightlies, from its GitHub Actions artifacts, into DIR — the kept runs
+``compare --kept-runs DIR`` pools (specperf.store.github_artifacts)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from specperf.cli import options
+from specperf.config import settings
+from specperf.store.github_artifacts import DEFAULT_API_URL, GitHubError, fetch_nightlies
+
+PROG = "specperf fetch-nightlies"
+#: Exit status when GitHub could not be asked (as fetch-sharegpt's failed download).
+EXIT_FETCH_FAILED = 1
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "fetch-nightlies",
+        help="download recent successful nightlies' run files from GitHub Actions",
+        description="Download the merged run file (the artifact's run.json) of the newest "
+                    "successful runs of a workflow into DIR/nightly-<number>-<id>/, read-only "
+                    "with $GITHUB_TOKEN (or $GH_TOKEN; in a workflow, the job's token with "
+                    "`actions: read`). Files already in DIR are kept. Which of them a run pools "
+                    "is decided by `compare --kept-runs DIR`. Exit 0; 1 when GitHub could not "
+                    "be asked; 2 on a bad option.")
+    p.add_argument("out", metavar="DIR", help="where the run files go (created if missing)")
+    p.add_argument("--repo", default=None,
+                   help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--workflow", default="nightly-perf.yml",
+                   help="the workflow's file name or id (default: nightly-perf.yml)")
+    p.add_argument("--artifact", default="perf-merged",
+                   help="the artifact holding the merged run.json (default: perf-merged)")
+    p.add_argument("--limit", type=int, default=20,
+                   help="successful runs to fetch, newest first (default: 20; the comparison "
+                        "keeps the ones of the same profile, hardware and vLLM)")
+    p.add_argument("--exclude-run", type=int, default=None, metavar="RUN_ID",
+                   help="leave this workflow run out (default: $GITHUB_RUN_ID, the run asking)")
+    return p
+
+
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
+    env = settings.current()
+    repo = args.repo or env.github_repository
+    if not repo or repo.count("/") != 1:
+        raise options.BadInput(f"--repo {repo or '(unset)'}: give OWNER/NAME (or set "
+                               "$GITHUB_REPOSITORY)")
+    if args.limit < 1:
+        raise options.BadInput(f"--limit {args.limit}: give 1 or more")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise options.BadInput(f"{out}: is a file; give a directory for the run files")
+    exclude = args.exclude_run
+    if exclude is None and env.github_run_id and env.github_run_id.isdigit():
+        exclude = int(env.github_run_id)
+    if not env.github_token:
+        print(f"{PROG}: note: no $GITHUB_TOKEN or $GH_TOKEN: asking anonymously (a private "
+              "repository's artifacts need a token)", file=sys.stderr)
+    try:
+        got = fetch_nightlies(repo, args.workflow, args.artifact, out, token=env.github_token,
+                              limit=args.limit, api_url=env.github_api_url or DEFAULT_API_URL,
+                              exclude_run_id=exclude,
+                              say=lambda line: print(line, file=sys.stderr))
+    except GitHubError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_FETCH_FAILED
+    except OSError as exc:
+        raise options.BadInput(f"{out}: cannot write the run files: {exc.strerror or exc} — "
+                               "give a writable directory") from None
+    for f in got:
+        print(f"{f.path}  {'(cached) ' if f.cached else ''}{f.html_url or f.run_id}")
+    print(f"{len(got)} nightly run file(s) in {out}")
+    return options.EXIT_OK

@@ -1,0 +1,141 @@
+"""``specperf promote DIR --profile P --hardware H``: the last N green nightlies of a profile
+and hardware become its baseline and history, when they agree
+(specperf.analysis.reference.disagreements); what the promote-baseline workflow runs
+before it opens a pull request (docs/baselines.md, "The nightly lifecycle")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from specperf.analysis.reference import Labelled, disagreements
+from specperf.analysis.samples import kept_runs
+from specperf.cli import options
+from specperf.schemas import Baseline, CompareRules, RunResult
+from specperf.store import baselines as baseline_store
+from specperf.store.files import BaselineError
+from specperf.store.kept_runs import read_kept_runs
+
+PROG = "specperf promote"
+#: The runs do not agree (or are too few): nothing was written.
+EXIT_REFUSED = 3
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "promote",
+        help="make the last N agreeing nightlies a profile's baseline and history",
+        description="Take the newest N run files of a profile and hardware in DIR (the same "
+                    "vLLM, profile hash and prompts as the newest), check they agree — none "
+                    "failed its own checks, none regresses against the others pooled, each "
+                    "timing's run-to-run spread within the profile's budget — and write the "
+                    "newest as BASELINES/<profile>/<hardware>.json and all N into its history, "
+                    "each with its own provenance, atomically. Exit 0 written (or already the "
+                    "baseline); 2 bad input (no such runs); 3 refused: too few runs or they "
+                    "disagree (each reason printed, nothing written).")
+    p.add_argument("kept", metavar="DIR", help="directory of run files (e.g. fetch-nightlies')")
+    p.add_argument("--profile", required=True, help="profile name, as in the run files")
+    p.add_argument("--hardware", required=True, help="hardware id, e.g. gpu-nvidia-a100-sxm4-80gb-x1")
+    p.add_argument("--runs", type=int, default=None, metavar="N",
+                   help="how many runs (default: the profile's [compare] baseline_runs)")
+    p.add_argument("--baselines", default="baselines", metavar="DIR",
+                   help="the baselines directory to write into (default: baselines)")
+    p.add_argument("--markdown", metavar="PATH",
+                   help="also write what was promoted (or why not) as markdown, e.g. a pull "
+                        "request's body")
+    return p
+
+
+def _source(label: str) -> str:
+    """The nightly a run file came from (fetch-nightlies' nightly.json beside it), else its
+    path."""
+    meta = Path(label).parent / "nightly.json"
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        url = data.get("html_url") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        url = None
+    return f"{url} ({label})" if url else label
+
+
+def _line(label: str, r: RunResult | Baseline) -> str:
+    p = r.provenance
+    return (f"{p.date:%Y-%m-%d %H:%M} vLLM {p.vllm_version or '?'} commit "
+            f"{(p.git_commit or '?')[:10]}: {_source(label)}")
+
+
+def _write_markdown(args: argparse.Namespace, text: str) -> None:
+    if args.markdown:
+        options.write_output("--markdown", Path(args.markdown), text)
+
+
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
+    path = baseline_store.baseline_path(Path(args.baselines), args.profile, args.hardware)
+    try:
+        found = read_kept_runs(Path(args.kept), on_bad=lambda line: print(line, file=sys.stderr))
+    except BaselineError as exc:
+        raise options.BadInput(options.one_line(str(exc))) from None
+    mine = [(k.label, k.result) for k in found
+            if k.result.provenance.profile_name == args.profile
+            and k.result.provenance.hardware_id == args.hardware
+            and not k.result.provenance.provisional]
+    if not mine:
+        raise options.BadInput(f"{args.kept}: no run of profile {args.profile!r} on hardware "
+                               f"{args.hardware!r} — check --profile and --hardware against "
+                               "the run files' provenance (`specperf show FILE`)")
+    newest_label, newest = max(mine, key=lambda lr: lr[1].provenance.date)
+    rules = (newest.compare_rules if isinstance(newest, RunResult) else None) or CompareRules()
+    want = args.runs if args.runs is not None else rules.baseline_runs
+    if want < 2:
+        raise options.BadInput(f"--runs {want}: give 2 or more (agreement needs two runs)")
+    labels = {id(r): lb for lb, r in mine}
+    # Same vLLM, profile hash and prompts as the newest: the rule history is pooled by.
+    chosen: list[Labelled] = [(newest_label, newest)]
+    chosen += [(labels[id(r)], r) for r in kept_runs(newest, [r for _, r in mine])]
+    chosen = chosen[:want]
+    listed = "\n".join(f"- {_line(lb, r)}" for lb, r in chosen)
+    head = f"{args.profile} on {args.hardware}: {len(chosen)} run(s)"
+    if len(chosen) < want:
+        why = (f"refused: {head} of vLLM {newest.provenance.vllm_version or '?'} with this "
+               f"profile hash and prompts, {want} needed — promote after more green nightlies "
+               "(or pass --runs)")
+        print(f"{PROG}: {why}", file=sys.stderr)
+        _write_markdown(args, f"### specperf: baseline not promoted\n\n{why}\n\n{listed}\n")
+        return EXIT_REFUSED
+    problems = disagreements(chosen, rules)
+    if problems:
+        for problem in problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        print(f"{PROG}: refused: the {len(chosen)} runs do not agree ({len(problems)} "
+              f"problem{'s' if len(problems) != 1 else ''}); nothing written", file=sys.stderr)
+        _write_markdown(args, "### specperf: baseline not promoted: the runs disagree\n\n"
+                        + "".join(f"- {p}\n" for p in problems) + f"\nRuns:\n\n{listed}\n")
+        return EXIT_REFUSED
+    try:
+        current = baseline_store.load_baseline(path)
+    except BaselineError:
+        current = None  # a broken baseline is what a promotion replaces
+    if current is not None and current.provenance == newest.provenance:
+        print(f"{path}: already the baseline ({_line(newest_label, newest)}); nothing written")
+        return options.EXIT_OK
+    runs = [Baseline(provenance=r.provenance, cases=r.cases, paired_nospec=r.paired_nospec)
+            for _, r in chosen]
+    try:
+        baseline_store.promote_runs(path, runs)
+    except OSError as exc:
+        raise options.BadInput(f"{path}: cannot write the baseline: {exc.strerror or exc} — "
+                               "give a writable --baselines directory") from None
+    was = ("the provisional baseline (published figures)" if current is not None
+           and current.provenance.provisional else "no baseline" if current is None
+           else f"the baseline of {current.provenance.date:%Y-%m-%d}")
+    summary = (f"{head} agree (none failed its own checks, none regresses against the "
+               f"others, every timing's run-to-run spread within the profile's budget); "
+               f"{path} replaces {was}, all {len(chosen)} filed in its history")
+    print(f"{summary}\n{listed}")
+    _write_markdown(args, f"### specperf: baseline promoted\n\n{summary}.\n\nRuns (newest "
+                          f"first; each history entry keeps its own provenance):\n\n{listed}\n")
+    return options.EXIT_OK

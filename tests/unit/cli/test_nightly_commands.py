@@ -1,0 +1,74 @@
+"""Bad input and failures of the nightly commands: `fetch-nightlies`, `compare --kept-runs`,
+`promote` (their behaviour on real nightlies: tests/integration/test_nightly_history.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from specperf.cli import main
+from tests.support import NIGHTLIES, NightlyAPI
+
+
+@pytest.fixture(autouse=True)
+def _no_github_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GITHUB_REPOSITORY", "GITHUB_TOKEN", "GH_TOKEN", "GITHUB_RUN_ID",
+                 "GITHUB_API_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--repo", "no-slash"], "--repo no-slash: give OWNER/NAME"),
+    ([], "--repo (unset): give OWNER/NAME"),
+    (["--repo", "o/r", "--limit", "0"], "--limit 0: give 1 or more"),
+])
+def test_fetch_nightlies_bad_options(tmp_path: Path, argv: list[str], says: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fetch-nightlies", str(tmp_path / "kept"), *argv]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_fetch_nightlies_refused_by_github_exits_1(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    api = NightlyAPI(tmp_path)
+    try:
+        api.add(NIGHTLIES[0])
+        api.fail_with = 403
+        monkeypatch.setenv("GITHUB_API_URL", api.url)
+        assert main(["fetch-nightlies", str(tmp_path / "kept"), "--repo", api.REPO]) == 1
+    finally:
+        api.close()
+    err = capsys.readouterr().err
+    assert "no $GITHUB_TOKEN" in err and "HTTP 403" in err and "actions: read" in err
+
+
+def test_compare_needs_a_baseline_or_kept_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(NIGHTLIES[1])]) == 2
+    assert "give a BASELINE file, or --kept-runs DIR" in capsys.readouterr().err
+
+
+def test_compare_names_a_missing_kept_runs_directory(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(NIGHTLIES[1]), "--kept-runs", str(tmp_path / "nope")]) == 2
+    assert "no such directory of kept runs" in capsys.readouterr().err
+
+
+def test_compare_skips_a_bad_kept_run_naming_it(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(NIGHTLIES[0], tmp_path / "night-1.json")
+    (tmp_path / "torn.json").write_text('{"kind": "specperf-run", "provenance": ')
+    code = main(["compare", str(NIGHTLIES[1]), "--kept-runs", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 6)
+    assert "skipped a kept run" in err and "torn.json" in err
+    assert "judged against the newest 1 kept run" in out and "night-1.json" in out
+
+
+def test_promote_bad_runs_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(NIGHTLIES[1], tmp_path / "n.json")
+    assert main(["promote", str(tmp_path), "--profile", "cpu-ci", "--hardware",
+                 "cpu-amd-epyc-2c", "--runs", "1"]) == 2
+    assert "--runs 1: give 2 or more" in capsys.readouterr().err

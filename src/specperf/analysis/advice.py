@@ -230,6 +230,29 @@ def _ks(ks: Sequence[int]) -> str:
     return ",".join(str(k) for k in ks)
 
 
+#: Who drafts, per method, for the sentence. The cost model is the same for each (one
+#: drafter pass per draft token, fitted per method and draft model), but what the fitted
+#: cost is the cost *of* differs: a separate model that keeps its own KV cache, a head of
+#: a layer or two that reads the target's hidden states, an MTP layer shipped with the
+#: target, or a lookup with no model at all, whose fitted cost is the verification of the
+#: extra tokens alone.
+_DRAFTER = {
+    "draft_model": "drafting with the draft model",
+    "eagle": "the EAGLE head",
+    "eagle3": "the EAGLE-3 head",
+    "mtp": "the MTP layer",
+    "ngram": "an ngram lookup (no model: verification only)",
+    "ngram_gpu": "an ngram lookup (no model: verification only)",
+    "suffix": "a suffix-tree lookup (no model: verification only)",
+}
+
+
+def _drafter(method: str | None) -> str:
+    if method is not None and method.endswith("_mtp"):
+        method = "mtp"  # vLLM's older spellings of mtp
+    return _DRAFTER.get(method or "", "drafting")
+
+
 def _sentence(a: CaseAdvice) -> str:
     head = f"{a.config_id} at c={a.concurrency}: "
     if a.tokens_per_step is None or a.measured_gain is None:
@@ -247,7 +270,8 @@ def _sentence(a: CaseAdvice) -> str:
             "or non-comparable TPOTs)"
         )
     elif a.cost_ratio is not None:
-        parts.append(f"drafting costs {a.cost_ratio:.2f}× a target step per draft token")
+        parts.append(f"{_drafter(a.method)} costs {a.cost_ratio:.2f}× a target step per draft "
+                     "token")
     if a.iid_acceptance is not None and a.costs_fit:
         if a.break_even_acceptance is None:
             parts.append(

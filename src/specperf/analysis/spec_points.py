@@ -37,7 +37,26 @@ __all__ = [
 ]
 
 #: Methods whose counters only count steps that carried a draft.
-_LOOKUP_METHODS = {"ngram", "suffix"}
+_LOOKUP_METHODS = {"ngram", "ngram_gpu", "suffix"}
+
+#: Slack on "every draft carried k tokens" (counters are float deltas).
+_FULL_DRAFT_SLACK = 1e-6
+
+
+def _shorter_drafts_note(c: CaseResult, k: int) -> str | None:
+    """Why a case with a model-based drafter (draft model, EAGLE head, MTP layer) has no
+    fixed k: its drafts carried fewer than k tokens on average. Those drafters always
+    propose k tokens unless vLLM picks k per step (num_speculative_tokens_per_batch_size);
+    the model's step = 1 + k c then has no k to put in. Lookup methods (ngram, suffix)
+    propose fewer whenever the match is short: their own note covers them."""
+    acc = c.acceptance
+    if c.method in _LOOKUP_METHODS or acc is None or not acc.drafts:
+        return None
+    mean_k = acc.draft_tokens / acc.drafts
+    if mean_k >= k * (1 - _FULL_DRAFT_SLACK):
+        return None
+    return (f"its drafts carried {mean_k:.2f} of k={k} tokens on average (vLLM chose k per step, "
+            "e.g. num_speculative_tokens_per_batch_size): no fixed k for the cost model")
 
 
 @dataclass
@@ -183,6 +202,11 @@ def spec_points(
             continue
         p, e, notes = _positions(c, k)
         notes = _tpot_note(c, ref) + notes
+        shorter = _shorter_drafts_note(c, k)
+        if shorter is not None:
+            skipped[key] = UnusableCase([*notes, shorter], spec, base,
+                                        source if base is not None else None)
+            continue
         if spec is None:
             notes.append("no spec TPOT was measured")
         if base is None:

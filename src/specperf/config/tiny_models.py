@@ -6,13 +6,34 @@ alone, so a profile validates without torch.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    #: Keys added after profiles were baselined, with the default that means "as before".
+    #: A key at that default is left out of the dump, which is both the profile hash and
+    #: the models' cache key: existing profiles keep their hash, baselines and cached models.
+    _LATER_KEYS: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _without_later_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key, default in self._LATER_KEYS.items():
+                if key in data and data[key] == default:
+                    del data[key]
+        return data
 
 
 class TinyTargetSpec(_Strict):
@@ -31,6 +52,15 @@ class TinyTargetSpec(_Strict):
         ge=0,
         description="how many first layers keep full-size residual writes (not deep_scale'd)",
     )
+    mtp_layers: int = Field(
+        0,
+        ge=0,
+        description=(
+            "multi-token-prediction layers saved with the target; above 0 the target is a MiMo"
+            " model (Qwen2 layers with zero q/k/v biases: the same function as the Llama one),"
+            " served with method 'mtp'"
+        ),
+    )
     dtype: Literal["bfloat16", "float32"] = Field(
         "bfloat16",
         description=(
@@ -39,8 +69,17 @@ class TinyTargetSpec(_Strict):
         ),
     )
 
+    _LATER_KEYS: ClassVar[dict[str, Any]] = {"mtp_layers": 0}
+
 
 class TinyDraftSpec(_Strict):
+    kind: Literal["draft_model", "eagle", "eagle3"] = Field(
+        "draft_model",
+        description=(
+            "draft_model: a small Llama cut from the target; eagle / eagle3: an EAGLE or"
+            " EAGLE-3 head (method 'eagle' / 'eagle3') built from the target's first layer"
+        ),
+    )
     layers: int = Field(
         1, ge=1, description="how many of the target's first layers the draft copies"
     )
@@ -50,6 +89,21 @@ class TinyDraftSpec(_Strict):
     tokenizer_seed: int | None = Field(
         None, description="train its own tokenizer with this seed (a vocabulary mismatch)"
     )
+
+    _LATER_KEYS: ClassVar[dict[str, Any]] = {"kind": "draft_model"}
+
+    @model_validator(mode="after")
+    def _head_shape(self) -> TinyDraftSpec:
+        if self.kind != "draft_model":
+            if self.layers != 1:
+                raise ValueError(
+                    f"an {self.kind} head copies one layer of the target, its first — fix: "
+                    "layers = 1")
+            if self.tokenizer_seed is not None:
+                raise ValueError(
+                    f"an {self.kind} head works on the target's vocabulary — fix: remove "
+                    "tokenizer_seed")
+        return self
 
 
 class TinyModelsSpec(_Strict):

@@ -12,7 +12,12 @@ Everything here is synthetic and deterministic:
   stream, so a draft made of the target's first layer(s) agrees with it often;
 * drafts that copy the target's embeddings, first layers, final norm and lm_head
   (optionally with Gaussian noise, for a weaker draft; optionally with a tokenizer
-  trained from another seed, for a vocabulary mismatch).
+  trained from another seed, for a vocabulary mismatch);
+* EAGLE and EAGLE-3 heads, and MTP layers saved with a MiMo-architecture target, made
+  *by construction* from the target's first layer (:func:`_eagle_weights`,
+  :func:`_eagle3_weights`, :func:`_mtp_weights`): each computes what the 1-layer draft
+  computes, so it agrees with the target as often as that draft does, most at the first
+  position and less at each later one. No training: nothing to tune, byte-identical output.
 
 :func:`materialise` builds the models once per spec under ``cache_root/<spec hash>``,
 atomically (temp dir + ``os.rename``) and under a lock file, so concurrent callers and
@@ -288,6 +293,175 @@ def _draft_weights(
     return sd
 
 
+# --------------------------------------------------------------------------------------
+# EAGLE / EAGLE-3 heads and MTP layers, by construction
+#
+# The target's logits are, up to the deep layers' small writes (deep_scale), those of its
+# first layer: lm_head(norm(e + A(norm(e)) + M(...))) with e the token's embedding. Each
+# head below is wired so that it computes that same first layer on the token it is fed,
+# with its own KV cache over the earlier tokens, and ignores the hidden state vLLM hands it
+# (those inputs are multiplied by zero weights, so vLLM still computes them at full cost).
+# What differs from the 1-layer draft is only where each architecture has no RMSNorm and
+# the scale factors below stand in for one.
+# --------------------------------------------------------------------------------------
+
+#: RMSNorm's epsilon in every generated config (rms_norm_eps).
+RMS_EPS = 1e-5
+
+
+def _rms_divisor(embed: Any) -> Any:
+    """Per token: what RMSNorm divides its embedding by, sqrt(mean(e²) + eps)."""
+    return (embed.float().pow(2).mean(dim=-1) + RMS_EPS).sqrt()
+
+
+def _layer0(sd: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The first layer's weights of a draft state dict, renamed under ``prefix``."""
+    return {f"{prefix}{p}": sd[f"model.layers.0.{p}"] for p, _ in _LAYER_PARAMS}
+
+
+def _eagle_weights(sd: dict[str, Any], t: TinyTargetSpec) -> dict[str, Any]:
+    """An EAGLE-1 head (vLLM's ``EagleLlamaForCausalLM``) from a 1-layer draft's weights.
+
+    vLLM feeds ``fc([embed(token); target hidden])`` to a layer without input RMSNorm and
+    applies the target's lm_head to the result without a final norm. ``fc = [I | 0]`` keeps
+    the embedding (so the residual stream starts as the target's does) and drops the
+    hidden state; q/k/v are scaled by the mean 1/RMS of the embeddings, standing in for the
+    missing input norm (exact up to the spread of the rows' RMS, ~2.5 % at hidden 768).
+    The missing final norm only scales the logits, which leaves greedy choices unchanged.
+    """
+    import torch
+
+    h = t.hidden
+    embed = sd["model.embed_tokens.weight"]
+    scale = (1.0 / _rms_divisor(embed)).mean().item()
+    out = {"embed_tokens.weight": embed}
+    out["fc.weight"] = torch.cat([torch.eye(h), torch.zeros(h, h)], dim=1).to(embed.dtype)
+    for name, w in _layer0(sd, "layers.0.").items():
+        if name.endswith("input_layernorm.weight"):
+            continue  # vLLM replaces the first layer's input norm by Identity
+        if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
+            w = (w.float() * scale).to(w.dtype)
+        out[name] = w
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+#: Scale of the EAGLE-3 head's first-layer queries: each position then attends to itself
+#: (score ~8·this against ~N(0, this²) for other tokens, per 64-wide head).
+_SELF_ATTENTION_SCALE = 4.0
+
+
+def _eagle3_weights(sd: dict[str, Any], t: TinyTargetSpec) -> dict[str, Any]:
+    """A two-layer EAGLE-3 head (vLLM's ``Eagle3LlamaForCausalLM``) from a 1-layer draft.
+
+    vLLM's first head layer takes ``[norm(embed); hidden_norm(h)]`` into q/k/v (2·hidden
+    wide) and, with ``norm_before_residual``, starts the residual stream from
+    ``hidden_norm(h)``; ``h`` is ``fc`` of three target layers' hidden states at the first
+    step and the head's own output after. ``hidden_norm`` weights of zero cut ``h`` out of
+    both. That layer then only puts the token's embedding into the residual stream: q = c·x,
+    k = x make each position attend to itself, v = s·x (s the embeddings' mean RMS) is about
+    the raw embedding, o is the identity and the MLP writes nothing. The second layer is the
+    target's first, reading that stream exactly as the target does.
+    """
+    import torch
+
+    h = t.hidden
+    embed = sd["model.embed_tokens.weight"]
+    dtype = embed.dtype
+    rms = _rms_divisor(embed).mean().item()
+    eye, zeros = torch.eye(h), torch.zeros(h, h)
+
+    def embed_half(w: Any) -> Any:
+        return torch.cat([w, zeros], dim=1).to(dtype)
+
+    out = {
+        "embed_tokens.weight": embed,
+        "fc.weight": torch.zeros(h, 3 * h, dtype=dtype),
+        "layers.0.hidden_norm.weight": torch.zeros(h, dtype=dtype),
+        "layers.0.input_layernorm.weight": torch.ones(h, dtype=dtype),
+        "layers.0.self_attn.q_proj.weight": embed_half(eye * _SELF_ATTENTION_SCALE),
+        "layers.0.self_attn.k_proj.weight": embed_half(eye),
+        "layers.0.self_attn.v_proj.weight": embed_half(eye * rms),
+        "layers.0.self_attn.o_proj.weight": eye.to(dtype),
+        "layers.0.post_attention_layernorm.weight": torch.ones(h, dtype=dtype),
+        "layers.0.mlp.gate_proj.weight": torch.zeros(t.intermediate, h, dtype=dtype),
+        "layers.0.mlp.up_proj.weight": torch.zeros(t.intermediate, h, dtype=dtype),
+        "layers.0.mlp.down_proj.weight": torch.zeros(h, t.intermediate, dtype=dtype),
+        # vLLM builds hidden_norm in every head layer; only the first one reads it
+        "layers.1.hidden_norm.weight": torch.ones(h, dtype=dtype),
+        "norm.weight": sd["model.norm.weight"],
+        "lm_head.weight": sd["lm_head.weight"],
+    }
+    out.update(_layer0(sd, "layers.1."))
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def _mtp_weights(target_sd: dict[str, Any], t: TinyTargetSpec) -> dict[str, Any]:
+    """MiMo MTP layers (vLLM's ``MiMoMTP``) built from the target's first layer.
+
+    vLLM computes ``input_proj([hidden_norm(h); token_norm(embed)])``, one Qwen2 layer and a
+    final norm, then the target's lm_head. ``input_proj = [0 | s·I]`` with ``s`` the mean
+    RMS of the embeddings turns the normalised embedding back into (about) the raw one, so
+    the layer's residual stream starts as the target's does; the target's hidden state is
+    dropped.
+    """
+    import torch
+
+    h = t.hidden
+    embed = target_sd["model.embed_tokens.weight"]
+    dtype = embed.dtype
+    scale = _rms_divisor(embed).mean().item()
+    out: dict[str, Any] = {}
+    for i in range(t.mtp_layers):
+        pre = f"model.mtp_layers.{i}."
+        out[pre + "token_layernorm.weight"] = torch.ones(h, dtype=dtype)
+        out[pre + "hidden_layernorm.weight"] = torch.ones(h, dtype=dtype)
+        out[pre + "input_proj.weight"] = torch.cat(
+            [torch.zeros(h, h), torch.eye(h) * scale], dim=1
+        ).to(dtype)
+        out[pre + "final_layernorm.weight"] = target_sd["model.norm.weight"]
+        out.update(_layer0(target_sd, pre))
+        for p in ("q", "k", "v"):
+            out[f"{pre}self_attn.{p}_proj.bias"] = torch.zeros(h, dtype=dtype)
+    return {k: v.clone().contiguous() for k, v in out.items()}
+
+
+def _qwen2_biases(t: TinyTargetSpec, dtype: Any) -> dict[str, Any]:
+    """Zero q/k/v biases: Qwen2 layers have them, and with zeros they are Llama layers."""
+    import torch
+
+    return {
+        f"model.layers.{layer}.self_attn.{p}_proj.bias": torch.zeros(t.hidden, dtype=dtype)
+        for layer in range(t.layers)
+        for p in ("q", "k", "v")
+    }
+
+
+def _mimo_config(t: TinyTargetSpec) -> dict[str, Any]:
+    """The target as vLLM's ``MiMoForCausalLM``: Qwen2 layers plus ``mtp_layers``."""
+    config = _llama_config(t, t.layers)
+    for llama_only in ("attention_bias", "mlp_bias", "pretraining_tp"):
+        del config[llama_only]
+    config.update({
+        "architectures": ["MiMoForCausalLM"],
+        "model_type": "qwen2",
+        "num_nextn_predict_layers": t.mtp_layers,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "max_window_layers": t.layers,
+    })
+    return config
+
+
+def _eagle3_config(t: TinyTargetSpec) -> dict[str, Any]:
+    config = _llama_config(t, 2)
+    config.update({
+        "norm_before_residual": True,
+        "draft_vocab_size": t.vocab_size,
+        "target_hidden_size": t.hidden,
+    })
+    return config
+
+
 def _llama_config(t: TinyTargetSpec, layers: int) -> dict[str, Any]:
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -302,7 +476,7 @@ def _llama_config(t: TinyTargetSpec, layers: int) -> dict[str, Any]:
         "hidden_act": "silu",
         "max_position_embeddings": t.max_position_embeddings,
         "initializer_range": INIT_STD,
-        "rms_norm_eps": 1e-5,
+        "rms_norm_eps": RMS_EPS,
         "rope_theta": 10000.0,
         "rope_scaling": None,
         "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
@@ -377,7 +551,12 @@ def _build(spec: TinyModelsSpec, out: Path) -> None:
     t = spec.target
     target_tok = _train_tokenizer(spec.tokenizer_seed, t.vocab_size)
     target_sd = _target_weights(t)
-    _write_model(out / _TARGET, target_sd, _llama_config(t, t.layers), target_tok, t)
+    if t.mtp_layers:
+        dtype = target_sd["model.embed_tokens.weight"].dtype
+        mimo_sd = {**target_sd, **_qwen2_biases(t, dtype), **_mtp_weights(target_sd, t)}
+        _write_model(out / _TARGET, mimo_sd, _mimo_config(t), target_tok, t)
+    else:
+        _write_model(out / _TARGET, target_sd, _llama_config(t, t.layers), target_tok, t)
     other_toks: dict[int, Any] = {}
     for name, d in sorted(spec.drafts.items()):
         tok = target_tok
@@ -386,7 +565,12 @@ def _build(spec: TinyModelsSpec, out: Path) -> None:
                 other_toks[d.tokenizer_seed] = _train_tokenizer(d.tokenizer_seed, t.vocab_size)
             tok = other_toks[d.tokenizer_seed]
         sd = _draft_weights(target_sd, t, name, d)
-        _write_model(out / name, sd, _llama_config(t, d.layers), tok, t)
+        if d.kind == "eagle":
+            _write_model(out / name, _eagle_weights(sd, t), _llama_config(t, 1), tok, t)
+        elif d.kind == "eagle3":
+            _write_model(out / name, _eagle3_weights(sd, t), _eagle3_config(t), tok, t)
+        else:
+            _write_model(out / name, sd, _llama_config(t, d.layers), tok, t)
     _write_json(
         out / _MANIFEST,
         {

@@ -328,7 +328,9 @@ def plot_acceptance_vs_k(run: Result, path: Path | str,
                 continue
             families.setdefault(fam, []).append((case.num_speculative_tokens, acc, cid))
         for fam, pts in families.items():
-            pts.sort()
+            # by k, then config id: two configs of a family may share k (a fixed k=3 and a
+            # k chosen per batch size up to 3), and Acceptance has no order
+            pts.sort(key=lambda p: (p[0], p[2]))
             ks += [p[0] for p in pts]
             # the family's colour: its middle shade
             st = styles[pts[len(pts) // 2][2]]

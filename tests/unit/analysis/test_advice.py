@@ -203,8 +203,47 @@ def test_sentence_reads_as_plain_words() -> None:
     s = a.sentence
     assert s.startswith("draft-k3 at c=1: k=3 accepts 1.85 draft tokens/step")
     assert "2.85 tokens/step" in s
-    assert "drafting costs 0.08× a target step per draft token;" in s
+    assert "drafting with the draft model costs 0.08× a target step per draft token;" in s
     assert "break-even" in s and "measured gain" in s
+
+
+@pytest.mark.parametrize("method, drafter", [
+    ("eagle", "the EAGLE head"), ("eagle3", "the EAGLE-3 head"), ("mtp", "the MTP layer"),
+    ("deepseek_mtp", "the MTP layer"), ("suffix", "a suffix-tree lookup (no model"),
+])
+def test_sentence_names_the_drafter_by_method(method: str, drafter: str) -> None:
+    cases = [_case("nospec", 1, 100.0)] + [
+        _case(f"{method}-k{k}", 1, _spec_tpot(100.0, 0.0, 8.0, k, POS), k, method=method)
+        for k in (1, 2)]
+    a = advise(make_run(cases)).case(f"{method}-k2", 1)
+    assert a is not None and a.cost_ratio == pytest.approx(0.08)
+    assert f"{drafter}" in a.sentence and "0.08× a target step per draft token" in a.sentence
+
+
+def test_drafts_shorter_than_k_have_no_fixed_k() -> None:
+    """A per-batch-size k (num_speculative_tokens_per_batch_size = [[1, 1, 3], [2, 256, 1]])
+    drafts 1 token a step at c=4 although the config says k=3: the case leaves the fit with
+    a note, while the same config's c=1 case (k=3 every step) stays in it."""
+    full = _case("draft-dynk", 1, _spec_tpot(100.0, 0.0, 8.0, 3, POS), 3)
+    acc = Acceptance(drafts=DRAFTS, draft_tokens=DRAFTS, accepted_tokens=0.8 * DRAFTS,
+                     accepted_per_position=[0.8 * DRAFTS, 0.0, 0.0])
+    short = _case("draft-dynk", 4, 60.0, 3).model_copy(update={"acceptance": acc})
+    adv = advise(make_run([_case("nospec", 1, 100.0), _case("nospec", 4, 80.0), full, short]))
+    at4 = adv.case("draft-dynk", 4)
+    assert at4 is not None and at4.cost_ratio is None
+    assert any("1.00 of k=3 tokens on average" in n for n in at4.notes)
+    assert at4.measured_gain == pytest.approx(80.0 / 60.0)
+    at1 = adv.case("draft-dynk", 1)
+    assert at1 is not None and at1.tokens_per_step == pytest.approx(1 + sum(POS))
+
+
+def test_lookup_methods_proposing_fewer_than_k_stay_in_the_model() -> None:
+    acc = Acceptance(drafts=DRAFTS, draft_tokens=2.5 * DRAFTS, accepted_tokens=0.9 * DRAFTS,
+                     accepted_per_position=[0.5 * DRAFTS, 0.3 * DRAFTS, 0.1 * DRAFTS])
+    ngram = _case("ngram-k3", 1, 90.0, 3, method="ngram").model_copy(update={"acceptance": acc})
+    a = advise(make_run([_case("nospec", 1, 100.0), ngram])).case("ngram-k3", 1)
+    assert a is not None and a.tokens_per_step == pytest.approx(1.9)
+    assert not any("on average" in n for n in a.notes)
 
 
 def test_best_smaller_k() -> None:

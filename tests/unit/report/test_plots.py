@@ -130,3 +130,19 @@ def test_no_spec_only_run_skips_acceptance_charts(real: RunResult, tmp_path: Pat
 
 def test_empty_run_writes_nothing(real: RunResult, tmp_path: Path) -> None:
     assert write_plots(real.model_copy(update={"cases": []}), tmp_path) == {}
+
+
+def test_two_configs_of_one_family_with_the_same_k(real: RunResult, tmp_path: Path) -> None:
+    """A fixed k=3 and a k chosen per batch size up to 3 share a family (method, draft)
+    and their k: both are drawn (cpu-methods' draft-k3 and draft-dynk)."""
+    spec = [c for c in real.cases if c.method is not None]
+    twin = [c.model_copy(update={
+        "case": c.case.model_copy(update={"config_id": c.case.config_id + "-twin"}),
+        # fewer tokens accepted: another Acceptance at the same k
+        "acceptance": c.acceptance.model_copy(update={
+            "accepted_tokens": c.acceptance.accepted_tokens / 2,
+            "accepted_per_position": [a / 2 for a in c.acceptance.accepted_per_position]}),
+    }) for c in spec if c.acceptance is not None]
+    written = write_plots(real.model_copy(update={"cases": [*real.cases, *twin]}), tmp_path)
+    assert "acceptance_vs_k" in written
+    assert_real_chart(written["acceptance_vs_k"])

@@ -9,7 +9,8 @@ left a schema description for docs/validation.md, #12; the run and baseline sche
 gained bounds on every number, #14; the run schema gained the optional time_breakdown,
 and trials `busy_wait_s`, the seconds waited for a quiet machine; the test kinds became
 requests, acceptance, tpot_gain, latency and throughput judged at every case, and the help
-names exit statuses 6 and 7: one verdict, #13).
+names exit statuses 6 and 7: one verdict, #13; request samples gained the optional
+per-request spec-decode metrics and the chunks that carried tokens, #15).
 """
 
 from __future__ import annotations

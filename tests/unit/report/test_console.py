@@ -18,6 +18,7 @@ from specperf.report.console import (
     time_lines,
     want_color,
 )
+from specperf.report.html import render_html
 from specperf.report.markdown import run_markdown
 from specperf.report.synthetic import scale_latency, synthetic_run
 from specperf.schemas import (
@@ -219,7 +220,7 @@ def test_the_time_line_without_anything_measured() -> None:
 
 def test_varying_proposals_and_an_instrument_problem_are_said() -> None:
     """An ngram case: its proposals as distributions, and a stream that merged steps
-    named as an instrument problem — in the console and the markdown alike."""
+    named as an instrument problem — in the console, the markdown and the HTML alike."""
     # 12 tokens in 7 chunks: the stream shows 5 accepted tokens, the server accepted 4.
     samples = [make_spec_sample(tokens=12, chunks=7, lengths=[3, 3, 1, 2], accepted=[2, 0, 1, 1])]
     cfg = ServerConfig(id="ngram-k3", speculative_config={
@@ -235,3 +236,5 @@ def test_varying_proposals_and_an_instrument_problem_are_said() -> None:
     assert proposals in text and problem in text
     md = run_markdown(run)
     assert f"- {proposals}" in md and problem in md
+    page = render_html(run)
+    assert f"<li>{proposals}</li>" in page and problem in page

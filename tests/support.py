@@ -33,6 +33,7 @@ from specperf.schemas import (
     LoadResult,
     Provenance,
     RequestSample,
+    RequestSpecDecode,
     RunResult,
     ServerRecord,
     Summary,
@@ -126,6 +127,34 @@ def make_requests(n: int = 8, *, ttft_s: float = 0.1, tpot_s: float = 0.02, toke
                       prompt_tokens=prompt_tokens, chunks=tokens)
         for i in range(n)
     ]
+
+
+def make_spec_sample(*, tokens: int, chunks: int, lengths: list[int], accepted: list[int],
+                     k: int = 3) -> RequestSample:
+    """A streamed request whose server reported per-request spec-decode metrics: drafts of
+    these lengths, accepting these many tokens of each, and ``chunks`` chunks that carried
+    tokens."""
+    hist = [0] * (k + 1)
+    for a in accepted:
+        hist[a] += 1
+    by_len = [0] * (k + 1)
+    for n in lengths:
+        by_len[n] += 1
+    [base] = make_requests(1, tokens=tokens)
+    return base.model_copy(update={"token_chunks": chunks, "spec": RequestSpecDecode(
+        steps=len(lengths), draft_tokens=sum(lengths), accepted_tokens=sum(accepted),
+        accepted_histogram=hist, proposal_lengths=by_len)})
+
+
+def spec_counters_of(samples: Sequence[RequestSample], k: int = 3) -> Acceptance:
+    """What /metrics moves by over these requests when it agrees with their own metrics."""
+    specs = [s.spec for s in samples if s.spec is not None]
+    per_pos = [float(sum(sum(sp.accepted_histogram[j] for j in range(i + 1, k + 1))
+                         for sp in specs)) for i in range(k)]
+    return Acceptance(drafts=sum(s.steps for s in specs),
+                      draft_tokens=sum(s.draft_tokens for s in specs),
+                      accepted_tokens=sum(s.accepted_tokens for s in specs),
+                      accepted_per_position=per_pos)
 
 
 def make_trial_of(samples: Sequence[RequestSample], *, index: int = 0, concurrency: int = 1,

@@ -90,6 +90,36 @@ class Case(_Model):
 # --- load ---------------------------------------------------------------------
 
 
+class RequestSpecDecode(_Model):
+    """The server's own spec-decode figures of one request: the response's
+    ``metrics.speculative_decoding`` (vLLM ≥ 0.32 with ``--per-request-spec-decode-metrics
+    summary|detailed``), the per-request counterpart of the ``vllm:spec_decode_*``
+    counters. Only steps that carried a draft count."""
+
+    steps: Count = Field(description="verify steps that carried a draft (num_spec_steps)")
+    draft_tokens: Count
+    accepted_tokens: Count
+    accepted_histogram: list[Count] = Field(
+        description="index j: steps that accepted exactly j draft tokens")
+    proposal_lengths: list[Count] = Field(
+        default_factory=list,
+        description="index n: steps whose draft had n tokens (from per_step_drafted, "
+                    "`detailed` only; empty with `summary`)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RequestSpecDecode:
+        if sum(self.accepted_histogram) != self.steps:
+            raise ValueError(f"accepted_histogram sums to {sum(self.accepted_histogram)}, "
+                             f"not steps {self.steps}")
+        if self.proposal_lengths and sum(self.proposal_lengths) != self.steps:
+            raise ValueError(f"proposal_lengths sums to {sum(self.proposal_lengths)}, "
+                             f"not steps {self.steps}")
+        if self.accepted_tokens > self.draft_tokens:
+            raise ValueError(f"accepted_tokens {self.accepted_tokens} exceeds draft_tokens "
+                             f"{self.draft_tokens}")
+        return self
+
+
 class RequestSample(_Model):
     """One streamed request. Times in seconds, relative to the start of its trial."""
 
@@ -101,6 +131,18 @@ class RequestSample(_Model):
     prompt_tokens: Count = 0
     chunks: Count = 0
     error: str | None = None
+    # Recorded only when the server reports per-request spec-decode metrics: files
+    # written without them stay byte-identical.
+    token_chunks: Count | None = Field(
+        None, description="streamed chunks that carried tokens, with or without text (a "
+                          "token of an incomplete UTF-8 character streams with empty text): "
+                          "one per engine step unless the stream merged steps")
+    spec: RequestSpecDecode | None = Field(
+        None, description="the server's per-request spec-decode metrics, when it reports them")
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("token_chunks", "spec"))
 
     @property
     def tpot_s(self) -> float | None:
@@ -169,6 +211,22 @@ class Acceptance(_Model):
         if not self.drafts:
             return []
         return [a / self.drafts for a in self.accepted_per_position]
+
+    @property
+    def mean_proposal_length(self) -> float | None:
+        """Draft tokens per draft: k for a fixed-k method, less where proposals vary
+        (ngram, suffix, dynamic k)."""
+        return self.draft_tokens / self.drafts if self.drafts else None
+
+    @property
+    def accepted_per_draft(self) -> list[float]:
+        """Index j: drafts that accepted exactly j tokens. Acceptance stops at the first
+        rejected token, so position i's counter counts the drafts that accepted more than
+        i tokens, and the differences of consecutive positions are the distribution."""
+        if not self.drafts:
+            return []
+        at_least = [self.drafts, *self.accepted_per_position, 0.0]
+        return [max(at_least[j] - at_least[j + 1], 0.0) for j in range(len(at_least) - 1)]
 
 
 # --- measure ------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specperf.config.profile import load_profile
 from tests.support import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -175,3 +176,27 @@ def test_the_no_cases_item_skips_with_the_reason(tmp_path: Path) -> None:
     assert "1 skipped" in proc.stdout
     assert "has no tpot_gain cases" in proc.stdout and "[gates.tpot_gain]" in proc.stdout
     assert "starting vLLM" not in proc.stdout
+
+
+#: The GPU profile of each method people deploy (docs/gpu-and-ci.md lists them).
+METHOD_PROFILES = {
+    "h100-llama3.1-8b-eagle3": "eagle3",
+    "h100-qwen3-8b-eagle3": "eagle3",
+    "h100-mimo-7b-mtp": "mtp",
+    "h200x8-deepseek-r1-mtp": "mtp",
+    "h100-gpt-oss-120b-eagle3": "eagle3",
+}
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_PROFILES))
+def test_each_method_profile_collects_its_spec_configs(name: str) -> None:
+    """Each method's GPU profile validates, collects an acceptance case (speculation on,
+    floors) for every spec config at every concurrency, and is in the GPU docs."""
+    profile = load_profile(name, REPO)
+    spec = [c for c in profile.server_configs if c.is_spec]
+    assert spec and all(c.speculative_config and c.speculative_config["method"]
+                        == METHOD_PROFILES[name] for c in spec)
+    items = collect("--perf-profile", name)
+    acceptance = case_ids([i for i in items if "::test_acceptance[" in i])
+    assert acceptance == {f"{c.id}-c{n}" for c in spec for n in profile.concurrencies}
+    assert f"`{name}`" in (REPO / "docs" / "gpu-and-ci.md").read_text(encoding="utf-8")

@@ -10,7 +10,8 @@ gained bounds on every number, #14; the run schema gained the optional time_brea
 and trials `busy_wait_s`, the seconds waited for a quiet machine; the test kinds became
 requests, acceptance, tpot_gain, latency and throughput judged at every case, and the help
 names exit statuses 6 and 7: one verdict, #13; the help lists promote and fetch-nightlies and
-exit status 3, a nightly that learns from its own history, #18).
+exit status 3, a nightly that learns from its own history, #18; request samples gained the optional
+per-request spec-decode metrics and the chunks that carried tokens, #15).
 """
 
 from __future__ import annotations

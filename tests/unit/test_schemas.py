@@ -16,6 +16,7 @@ from specperf.schemas import (
     Acceptance,
     Baseline,
     RequestSample,
+    RequestSpecDecode,
     RunResult,
     Summary,
     TimeBreakdown,
@@ -143,3 +144,19 @@ def test_a_negative_or_non_finite_time_is_refused(field: str, bad: float) -> Non
     data = {**TIMES.model_dump(), field: bad}
     with pytest.raises(ValidationError, match=field):
         TimeBreakdown.model_validate(data)
+
+
+def test_per_request_spec_metrics_are_optional_and_checked() -> None:
+    """Samples without per-request spec-decode metrics are written as before (no new
+    keys); with them they round-trip; counts that contradict each other are refused."""
+    plain = RequestSample(ok=True, start_s=0.0, output_tokens=5, chunks=5)
+    assert "spec" not in plain.model_dump() and "token_chunks" not in plain.model_dump()
+    spec = RequestSpecDecode(steps=3, draft_tokens=7, accepted_tokens=3,
+                             accepted_histogram=[1, 1, 1], proposal_lengths=[0, 1, 0, 2])
+    full = plain.model_copy(update={"token_chunks": 6, "spec": spec})
+    assert RequestSample.model_validate_json(full.model_dump_json()) == full
+    with pytest.raises(ValidationError, match="accepted_histogram sums to 2, not steps 3"):
+        RequestSpecDecode(steps=3, draft_tokens=7, accepted_tokens=1, accepted_histogram=[1, 1])
+    with pytest.raises(ValidationError, match="proposal_lengths sums to 2, not steps 1"):
+        RequestSpecDecode(steps=1, draft_tokens=2, accepted_tokens=0, accepted_histogram=[1],
+                          proposal_lengths=[0, 1, 1])

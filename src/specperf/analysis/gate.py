@@ -53,6 +53,58 @@ def check_requests(result: CaseResult, load: Load) -> GateCheck:
     )
 
 
+#: A spec config whose mean acceptance length is within this of 1 speculates in name only:
+#: every step still yields ~one token (issue #15: acceptance "stuck at 1" after an upgrade).
+#: Fixed, not a profile key: no floor — or its absence — may let it pass.
+SILENT_OFF_MARGIN = 0.02
+
+
+def check_speculation_on(result: CaseResult) -> GateCheck:
+    """Whether the server speculated at all during the case: it proposed drafts and
+    accepted more than a trace of them (mean acceptance length more than
+    :data:`SILENT_OFF_MARGIN` above 1). Exact counters, like the floors, and judged
+    whatever the floors are."""
+    case = result.case
+    acc = result.acceptance
+    limit = 1.0 + SILENT_OFF_MARGIN
+
+    def mk(current: float | None, ok: bool, msg: str) -> GateCheck:
+        return GateCheck(case=case, gate="acceptance", metric="mean acceptance length",
+                         higher_is_better=True, current=current, threshold=limit,
+                         outcome="pass" if ok else "fail", message=msg)
+
+    if acc is None:
+        return mk(None, False, f"case {case.id}: acceptance cannot be measured: the server "
+                               "exposes no vllm:spec_decode counters")
+    mal = acc.mean_acceptance_length
+    if mal is None:
+        return mk(None, False, (
+            f"case {case.id}: speculation was silently off: the server proposed no drafts "
+            f"during the case ({result.n_requests} requests served without speculating) — "
+            "check that the speculative config drafts at this concurrency (e.g. "
+            "num_speculative_tokens_per_batch_size giving k = 0 at this batch size) and that "
+            "its prompts can be matched (ngram, suffix)"))
+    if mal <= limit + RATE_EPS:
+        return mk(mal, False, (
+            f"case {case.id}: speculation was silently off: mean acceptance length "
+            f"{mal:.4f} is within {SILENT_OFF_MARGIN:g} of 1 ({acc.accepted_tokens:g} "
+            f"draft tokens accepted over {acc.drafts:g} drafts of {acc.draft_tokens:g} "
+            "tokens): every step still yields about one token — a draft that is never "
+            "accepted (wrong weights, tokenizer or sampling path)"))
+    return mk(mal, True, f"case {case.id}: speculation on: mean acceptance length {mal:.4f} "
+                         f"over {acc.drafts:g} drafts (more than {limit:g})")
+
+
+def check_acceptance(result: CaseResult, gate: AcceptanceGate) -> list[GateCheck]:
+    """The acceptance kind's exact checks: speculation on (:func:`check_speculation_on`),
+    then the floors. When speculation was off the floors are not judged: the one failure
+    says why, whatever they are."""
+    on = check_speculation_on(result)
+    if on.outcome == "fail":
+        return [on]
+    return [on, *check_acceptance_floors(result, gate)]
+
+
 def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[GateCheck]:
     """The acceptance floors (overall and per draft position): exact counters, no interval
     needed. Against the baseline, acceptance is judged by the comparison
@@ -86,6 +138,14 @@ def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[Ga
             "acceptance_rate floor", rate, gate.min_rate, ok,
             f"case {case.id}: acceptance rate {rate:.4f} "
             + ("meets" if ok else "is below") + f" the floor {gate.min_rate:.4f}",
+        ))
+    mal = acc.mean_acceptance_length
+    if gate.min_mean_length is not None and mal is not None:
+        ok = mal + RATE_EPS >= gate.min_mean_length
+        checks.append(mk(
+            "mean acceptance length floor", mal, gate.min_mean_length, ok,
+            f"case {case.id}: mean acceptance length {mal:.4f} "
+            + ("meets" if ok else "is below") + f" the floor {gate.min_mean_length:.4f}",
         ))
     per_pos = acc.per_position_rate
     for i, floor in enumerate(gate.min_per_position or []):

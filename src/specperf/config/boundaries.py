@@ -38,6 +38,12 @@ _MTP = re.compile(r"^[a-z0-9_]+_mtp$")
 MODEL_FREE = frozenset({"ngram", "ngram_gpu", "suffix", "extract_hidden_states", "mtp", "dspark"})
 #: Methods that cannot take k from a draft model's config: k must be in the profile.
 NEEDS_K = frozenset({"ngram", "ngram_gpu"})
+#: Methods whose proposals vary in length from step to step (a lookup proposes what it
+#: finds, up to k; nothing when nothing matches): their acceptance is judged by the mean
+#: acceptance length and the distributions, not by per-position floors. Dynamic k
+#: (`num_speculative_tokens_per_batch_size`) varies too: specperf.analysis.spec_counters
+#: sees it in the counters (drafts shorter than k on average).
+VARIABLE_LENGTH_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 
 def check_slug(value: str, what: str) -> str:

@@ -142,6 +142,10 @@ class AcceptanceGate(_Strict):
     min_per_position: list[float] | None = Field(
         None, description="floor per draft position (0-based); shorter than k is fine"
     )
+    min_mean_length: float | None = Field(
+        None, ge=1.0, description="floor for the mean acceptance length (1 + accepted tokens "
+                                  "per draft): the floor for methods whose proposals vary "
+                                  "in length (ngram, suffix, dynamic k)")
 
     @model_validator(mode="before")
     @classmethod

@@ -4,7 +4,10 @@ One aiohttp session, a semaphore for concurrency, requests in a fixed order over
 fixed prompt list. Per request it records time to first token (first chunk that
 carries text), end-to-end latency, streamed chunk count, and token counts from the
 final `usage` chunk (`stream_options.include_usage`), because chunks carry several
-tokens each and counting chunks would under-count.
+tokens each and counting chunks would under-count. When the server reports per-request
+spec-decode metrics (``--per-request-spec-decode-metrics``), they ride on that chunk too and
+are kept with the chunks that carried tokens, for the counters' cross-check
+(specperf.analysis.spec_counters).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable, Sequence
 import aiohttp
 
 from specperf.config.profile import Sampling
-from specperf.schemas import LoadResult, RequestSample
+from specperf.schemas import LoadResult, RequestSample, RequestSpecDecode
 
 
 def completion_body(model: str, prompt: str, sampling: Sampling) -> dict[str, object]:
@@ -35,6 +38,30 @@ def completion_body(model: str, prompt: str, sampling: Sampling) -> dict[str, ob
     }
 
 
+def spec_decode_of(event: dict[str, object]) -> RequestSpecDecode | None:
+    """The ``metrics.speculative_decoding`` object of vLLM's final usage chunk (its
+    SpeculativeDecodingMetrics, vllm/entrypoints/generate/base/protocol.py), or None when
+    the server reports none; ValueError when it is there but not that shape."""
+    metrics = event.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise ValueError(f"metrics.speculative_decoding is {type(spec).__name__}, not an object")
+    try:
+        drafted = spec.get("per_step_drafted") or []
+        lengths = [0] * (max(drafted) + 1) if drafted else []
+        for n in drafted:
+            lengths[int(n)] += 1
+        return RequestSpecDecode(
+            steps=int(spec["num_spec_steps"]), draft_tokens=int(spec["num_draft_tokens"]),
+            accepted_tokens=int(spec["num_accepted_draft_tokens"]),
+            accepted_histogram=[int(x) for x in spec["acceptance_histogram"]],
+            proposal_lengths=lengths)
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"metrics.speculative_decoding is not vLLM's shape ({exc!r})") from None
+
+
 async def _one_request(
     session: aiohttp.ClientSession,
     url: str,
@@ -45,7 +72,9 @@ async def _one_request(
     timeout_s = session.timeout.total
     ttft: float | None = None
     chunks = 0
+    token_chunks = 0
     usage: dict[str, int] | None = None
+    spec: RequestSpecDecode | None = None
     try:
         async with session.post(url, json=body) as resp:
             if resp.status != 200:
@@ -64,12 +93,17 @@ async def _one_request(
                 if "error" in event:
                     raise RuntimeError(f"stream error: {event['error']}")
                 choices = event.get("choices") or []
+                if choices:
+                    # vLLM streams a chunk per step that produced tokens, with empty text
+                    # when they end inside a UTF-8 character.
+                    token_chunks += 1
                 if choices and choices[0].get("text"):
                     chunks += 1
                     if ttft is None:
                         ttft = time.perf_counter() - t0
                 if event.get("usage"):
                     usage = event["usage"]
+                    spec = spec_decode_of(event)
         e2e = time.perf_counter() - t0
     except (asyncio.TimeoutError, TimeoutError):
         # str() of a timeout is empty: say which limit it was and how far the stream got
@@ -102,6 +136,8 @@ async def _one_request(
         output_tokens=out_tokens,
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         chunks=chunks,
+        token_chunks=token_chunks if spec is not None else None,
+        spec=spec,
     )
 
 

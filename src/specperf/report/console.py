@@ -27,7 +27,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from specperf.analysis import outside_load
+from specperf.analysis import outside_load, spec_counters
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
@@ -50,6 +50,7 @@ __all__ = [
     "render_comparison",
     "render_run",
     "render_summary",
+    "spec_lines",
     "time_lines",
     "want_color",
 ]
@@ -240,6 +241,15 @@ def outside_load_lines(run: RunResult | Baseline) -> list[str]:
             if (line := outside_load.case_sentence(r, paired))]
 
 
+def spec_lines(cases: Iterable[CaseResult]) -> list[str]:
+    """'proposals: …' for each case whose proposals vary in length, then the counters'
+    cross-check ('instrument problem: …' or that they agree), when the server reported
+    per-request metrics."""
+    cases = list(cases)
+    return ([f"proposals: {line}" for r in cases if (line := spec_counters.proposal_line(r))]
+            + spec_counters.cross_check_lines(cases))
+
+
 def _acc(r: CaseResult) -> tuple[str, str]:
     a = r.acceptance
     if a is None or a.rate is None:
@@ -301,6 +311,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
             console.print(Text(f"{r.case.id}: {r.confirmation.summary_line()}"))
     for line in outside_load_lines(run):
         console.print(Text(line, style="yellow"))
+    for line in spec_lines(run.cases):
+        console.print(Text(line, style="yellow" if line.startswith("instrument") else ""))
     if run.checks:
         console.print(checks_table(run))
     for s in run.servers:

@@ -21,7 +21,7 @@ from specperf.analysis import outside_load
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
-from specperf.report.console import delta_text, fmt_value, spread_text
+from specperf.report.console import delta_text, fmt_value, spec_lines, spread_text
 from specperf.report.plots import write_plots
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
@@ -286,6 +286,9 @@ def _cases_html(run: RunResult) -> str:
                     if (line := outside_load.case_sentence(r, run.paired_nospec)))
     box = (f'<div class="box note"><b>Outside CPU load:</b><ul>{notes}</ul></div>'
            if notes else "")
+    spec = "".join(f"<li>{_e(line)}</li>" for line in spec_lines(run.cases))
+    if spec:
+        box += f'<div class="box note"><b>Proposals and counters:</b><ul>{spec}</ul></div>'
     headers = [*CASE_HEADERS, ("outside cores", True)] if outside else CASE_HEADERS
     return f"<h2>Measurements ({len(rows)} cases)</h2>" + box + _table(headers, rows)
 

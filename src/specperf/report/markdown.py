@@ -25,6 +25,7 @@ from specperf.report.console import (
     delta_text,
     fmt_value,
     provenance_line,
+    spec_lines,
     spread_text,
     time_lines,
 )
@@ -260,6 +261,12 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         # number may be off, so it must be seen.
         out.append("> **Outside CPU load:** "
                    + "<br>".join(outside if row_limit is None else outside[:row_limit]) + "\n")
+    spec = spec_lines(run.cases)
+    if spec:
+        # Outside the folded table too: how proposals vary is what the acceptance columns
+        # cannot show, and an instrument problem says the figures cannot be trusted.
+        out.append("\n".join(f"- {md_escape(line)}" for line in
+                             (spec if row_limit is None else spec[:row_limit])) + "\n")
     if run.cases:
         if outside_load.known(run.cases, run.paired_nospec):
             def row(r: CaseResult) -> list[str]:

@@ -24,6 +24,44 @@ def test_acceptance_floor_pass_and_fail(build_case) -> None:
     assert "position 0" in bad[1].message and "0.6000" in bad[1].message
 
 
+def test_speculation_silently_off_fails_whatever_the_floors(build_case) -> None:
+    """No drafts, or a mean acceptance length within 0.02 of 1: FAIL saying speculation
+    was silently off, even with floors of 0 or none; the floors are then not judged."""
+    floors = [AcceptanceGate(), AcceptanceGate(min_rate=0.0, min_per_position=[0.0, 0.0])]
+    none_drafted = build_case(acceptance=Acceptance(drafts=0, draft_tokens=0, accepted_tokens=0,
+                                                    accepted_per_position=[0, 0]))
+    # 2 accepted over 100 drafts: mean acceptance length 1.02, on the limit.
+    trace = build_case(acceptance=acc(100, [2, 0]))
+    for g in floors:
+        [off] = gate.check_acceptance(none_drafted, g)
+        assert off.outcome == "fail" and off.gate == "acceptance"
+        assert "draft-k2-c1: speculation was silently off" in off.message
+        assert "proposed no drafts" in off.message and off.current is None
+        [low] = gate.check_acceptance(trace, g)
+        assert low.outcome == "fail" and low.current == 1.02
+        assert "speculation was silently off: mean acceptance length 1.0200 is within 0.02 of 1" \
+            in low.message
+    # Just above the limit: on, and the floors follow.
+    on = gate.check_acceptance(build_case(acceptance=acc(100, [3, 0])), AcceptanceGate(min_rate=0.0))
+    assert [(c.metric, c.outcome) for c in on] == [("mean acceptance length", "pass"),
+                                                   ("acceptance_rate floor", "pass")]
+    assert "speculation on: mean acceptance length 1.0300 over 100 drafts" in on[0].message
+    # No counters at all is an instrument problem, not "off": said as such.
+    [blind] = gate.check_acceptance(build_case(acceptance=None), AcceptanceGate())
+    assert blind.outcome == "fail" and "no vllm:spec_decode counters" in blind.message
+
+
+def test_mean_acceptance_length_floor(build_case) -> None:
+    """The floor for variable-length proposals: 1 + accepted tokens per draft."""
+    r = build_case(acceptance=acc(100, [60, 30]))  # mean acceptance length 1.9
+    [on, ok] = gate.check_acceptance(r, AcceptanceGate(min_mean_length=1.8))
+    assert (ok.metric, ok.outcome, ok.current) == ("mean acceptance length floor", "pass", 1.9)
+    [_, bad] = gate.check_acceptance(r, AcceptanceGate(min_mean_length=2.0))
+    assert bad.outcome == "fail"
+    assert bad.message == ("case draft-k2-c1: mean acceptance length 1.9000 is below the floor "
+                           "2.0000")
+
+
 def test_acceptance_vs_baseline_catches_one_token_in_a_thousand(build_case) -> None:
     # 1000 accepted of 1000 drafted (600 drafts: no position accepts more than were drafted)
     base = build_case(acceptance=Acceptance(drafts=600, draft_tokens=1000, accepted_tokens=1000,

@@ -9,17 +9,19 @@ takes is up to the machine (a benchmark's business, not a test's)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from specperf.config.profile import Sampling
-from specperf.engine.load import run_load
+from specperf.engine.load import run_load, spec_decode_of
 from specperf.engine.loopback import LoopbackApp
 from specperf.lab import calibration
 from specperf.lab.calibration import CalibrationConfig, CalibrationServer, CalibrationStats
 from specperf.schemas import RequestSample
+from tests.support import need_module
 
 #: How long the gate below waits for a full house before letting a request through alone.
 GATE_TIMEOUT_S = 30.0
@@ -124,3 +126,33 @@ def test_on_request_sees_each_measured_request_as_it_finishes() -> None:
     assert len(seen) == 5
     assert sorted(s.start_s for s in seen) == sorted(s.start_s for s in res.samples)
     assert all(s.ok for s in seen)
+
+
+def test_per_request_spec_decode_metrics_are_read_as_vllm_writes_them() -> None:
+    """The final usage chunk built by vLLM's own classes (what its completion server streams
+    with --per-request-spec-decode-metrics detailed), read back by the client."""
+    protocol = need_module("vllm.entrypoints.generate.base.protocol")
+    stats = need_module("vllm.v1.metrics.stats")
+    completion = need_module("vllm.entrypoints.openai.completion.protocol")
+    m = stats.RequestSpecDecodeMetrics.new(3)
+    for drafted, accepted in ((3, 2), (3, 0), (1, 1), (2, 2)):
+        m.observe(drafted, accepted, detailed=True)
+    chunk = completion.CompletionStreamResponse(
+        id="cmpl-1", created=0, model="m", choices=[],
+        usage={"prompt_tokens": 5, "completion_tokens": 10, "total_tokens": 15},
+        metrics=protocol.PerRequestMetrics(
+            speculative_decoding=protocol.SpeculativeDecodingMetrics(**m.to_dict())))
+    event = json.loads(chunk.model_dump_json(exclude_unset=False, exclude_none=True))
+    spec = spec_decode_of(event)
+    assert spec is not None
+    assert (spec.steps, spec.draft_tokens, spec.accepted_tokens) == (4, 9, 5)
+    assert spec.accepted_histogram == [1, 1, 2, 0]
+    assert spec.proposal_lengths == [0, 1, 1, 2]
+    # `summary` leaves out the per-step arrays: no proposal lengths, the rest as before.
+    m_summary = stats.RequestSpecDecodeMetrics.new(3)
+    m_summary.observe(3, 2)
+    event["metrics"]["speculative_decoding"] = m_summary.to_dict()
+    spec = spec_decode_of(event)
+    assert spec is not None and spec.proposal_lengths == [] and spec.steps == 1
+    # A server that reports none (no flag, or no spec decoding): nothing.
+    assert spec_decode_of({"usage": {"completion_tokens": 3}}) is None

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import RunComparison, compare_runs
+from specperf.config.profile import ServerConfig
 from specperf.report.console import (
     default_width,
     render_comparison,
@@ -16,15 +18,19 @@ from specperf.report.console import (
     time_lines,
     want_color,
 )
+from specperf.report.html import render_html
+from specperf.report.markdown import run_markdown
 from specperf.report.synthetic import scale_latency, synthetic_run
 from specperf.schemas import (
     Baseline,
+    Case,
     CaseResult,
     FreshServerConfirmation,
     InconclusiveRetry,
     RunResult,
     TimeBreakdown,
 )
+from tests.support import make_run, make_spec_sample, make_trial_of, spec_counters_of
 
 ANSI = re.compile(r"\x1b\[")
 
@@ -210,3 +216,25 @@ def test_the_time_line_without_anything_measured() -> None:
     line = time_lines(TimeBreakdown(wall_s=3.2, other_s=3.2))[0]
     assert line.startswith("time: 3.2 s = server starts 0 s")
     assert line.endswith("other 3.2 s (no server started, nothing measured)")
+
+
+def test_varying_proposals_and_an_instrument_problem_are_said() -> None:
+    """An ngram case: its proposals as distributions, and a stream that merged steps
+    named as an instrument problem — in the console, the markdown and the HTML alike."""
+    # 12 tokens in 7 chunks: the stream shows 5 accepted tokens, the server accepted 4.
+    samples = [make_spec_sample(tokens=12, chunks=7, lengths=[3, 3, 1, 2], accepted=[2, 0, 1, 1])]
+    cfg = ServerConfig(id="ngram-k3", speculative_config={
+        "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4})
+    case = case_result(Case(config_id="ngram-k3", concurrency=1), cfg,
+                       [make_trial_of(samples, acceptance=spec_counters_of(samples))], "0.32.0")
+    run = make_run([case])
+    proposals = ("proposals: ngram-k3-c1: 4 drafts of mean length 2.25 (k ≤ 3), proposal "
+                 "lengths 1: 25 %, 2: 25 %, 3: 50 %; accepted per draft 0: 25 %, 1: 50 %, "
+                 "2: 25 %; mean acceptance length 2.00")
+    problem = "instrument problem (not a regression): ngram-k3-c1 trial 1: the stream shows 5"
+    text = render_run(run, width=400, color=False)
+    assert proposals in text and problem in text
+    md = run_markdown(run)
+    assert f"- {proposals}" in md and problem in md
+    page = render_html(run)
+    assert f"<li>{proposals}</li>" in page and problem in page

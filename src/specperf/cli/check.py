@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
 def render(result: CheckResult, python: Path | str) -> str:
     """The findings, one line each (file, field, flag, problem, fix), and the verdict."""
-    lines = [f"{f.file}: {f.severity}: field `{f.field}`, flag {f.flag}: {f.problem} "
-             f"— fix: {f.fix}" for f in result.findings]
+    lines = [f"{f.file}: {f.severity}: server config {f.config_id!r}, field `{f.field}`, "
+             f"flag {f.flag}: {f.problem} — fix: {f.fix}" for f in result.findings]
     lines += [f"note: {note}" for note in result.notes]
     verdict = (f"{len(result.errors)} problem(s) vLLM {result.vllm_version} would refuse"
                if result.errors else f"every server config is one vLLM {result.vllm_version} "

@@ -252,6 +252,10 @@ def check_argv(parser: argparse.ArgumentParser, config_id: str, serve_args: list
                 add(name, f"vLLM {version}'s server has no flag {name}",
                     f"use {close[0]} (the closest flag it has) or remove it" if close
                     else "remove it (see `vllm serve --help` of that release)")
+            # The speculative config is still checked: an unknown flag must not hide it.
+            if isinstance(spec, dict):
+                for f in spec_findings(spec):
+                    add(f["flag"], f["problem"], f["fix"])
         else:
             add(_flag_in(message), f"vLLM {version}'s server refuses the arguments: {message}",
                 "give a value the flag takes")

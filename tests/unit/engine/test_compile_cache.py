@@ -65,3 +65,12 @@ def test_a_bad_switch_value_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECPERF_COMPILE_CACHE", "sometimes")
     with pytest.raises(settings.SettingsError, match="SPECPERF_COMPILE_CACHE='sometimes'"):
         settings.current()
+
+
+def test_the_cache_root_defaults_to_the_users_cache(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    monkeypatch.delenv("SPECPERF_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert settings.current().cache_root() == tmp_path / "specperf"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert settings.current().cache_root() == Path.home() / ".cache" / "specperf"

@@ -43,7 +43,8 @@ def test_a_renamed_flag_and_a_bad_spec_key_in_a_gpu_profile_are_named(
     # speculative_config key is misspelt as a renamed key looks to the release.
     text = GPU_PROFILE.read_text(encoding="utf-8")
     renamed = tmp_path / "renamed-flag.toml"
-    renamed.write_text(text.replace('"--seed", "0",', '"--seed", "0", "--task", "generate",', 1),
+    renamed.write_text(text.replace('"--seed", "0",', '"--seed", "0", "--task", "generate",', 1)
+                       .replace("num_speculative_tokens = 2 }", "num_spec_tokens = 2 }", 1),
                        encoding="utf-8")
     bad_key = tmp_path / "bad-key.toml"
     bad_key.write_text(text.replace("num_speculative_tokens = 3 }", "num_spec_tokens = 3 }", 1),
@@ -52,11 +53,14 @@ def test_a_renamed_flag_and_a_bad_spec_key_in_a_gpu_profile_are_named(
 
     result = check_profiles(sys.executable, [load_profile(renamed), load_profile(bad_key)])
     by_file = {p: [f for f in result.findings if f.file == str(p)] for p in inputs}
-    # The profile-wide flag: refused for each of its three server configs.
-    assert {f.config_id for f in by_file[renamed]} == {"nospec", "qwen3-0.6b-k2", "qwen3-0.6b-k3"}
-    for f in by_file[renamed]:
-        assert (f.flag, f.field, f.severity) == ("--task", "serve_args", "error")
-        assert "no flag --task" in f.problem
+    # The profile-wide flag: refused for each of its three server configs; an unknown
+    # flag does not hide a bad key of the same config.
+    task = [f for f in by_file[renamed] if f.flag == "--task"]
+    assert {f.config_id for f in task} == {"nospec", "qwen3-0.6b-k2", "qwen3-0.6b-k3"}
+    for f in task:
+        assert (f.field, f.severity) == ("serve_args", "error") and "no flag --task" in f.problem
+    assert [(f.config_id, f.flag) for f in by_file[renamed] if f.flag != "--task"] == [
+        ("qwen3-0.6b-k2", "--speculative-config.num_spec_tokens")]
     # The key: only the config that has it.
     [key] = by_file[bad_key]
     assert key.config_id == "qwen3-0.6b-k3"
@@ -66,11 +70,12 @@ def test_a_renamed_flag_and_a_bad_spec_key_in_a_gpu_profile_are_named(
 
     # What `specperf check` prints of it: file, field, flag, problem, fix; the count.
     out = render(result, sys.executable)
-    assert (f"{bad_key}: error: field `server_configs[2] (id 'qwen3-0.6b-k3').speculative_config"
-            ".num_spec_tokens`, flag --speculative-config.num_spec_tokens: key 'num_spec_tokens' "
+    assert (f"{bad_key}: error: server config 'qwen3-0.6b-k3', field `server_configs[2] "
+            "(id 'qwen3-0.6b-k3').speculative_config.num_spec_tokens`, flag "
+            "--speculative-config.num_spec_tokens: key 'num_spec_tokens' "
             "is not a field of vLLM 0.32.0's SpeculativeConfig — fix: remove it (did you mean "
             "'num_speculative_tokens'?)") in out.splitlines()
-    assert "4 problem(s) vLLM 0.32.0 would refuse" in out.splitlines()[-1]
+    assert "5 problem(s) vLLM 0.32.0 would refuse" in out.splitlines()[-1]
     assert {p: p.read_bytes() for p in inputs} == inputs  # inputs are never written
 
 

@@ -73,4 +73,5 @@ def test_the_cache_root_defaults_to_the_users_cache(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert settings.current().cache_root() == tmp_path / "specperf"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert settings.current().cache_root() == Path.home() / ".cache" / "specperf"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert settings.current().cache_root() == tmp_path / "home" / ".cache" / "specperf"

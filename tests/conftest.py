@@ -11,6 +11,18 @@ from specperf.schemas import RunResult
 from tests.support import CPU_TINY_RUN, UNCHECKED, load_run, make_case
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _specperf_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory):
+    """What specperf keeps between runs (vLLM's compile caches, the environments of
+    `specperf check --vllm`) goes to this session's tmp, not the user's ~/.cache: a test
+    writes only its tmp. Set in os.environ, so the servers and pytest runs the tests
+    start inherit it."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECPERF_CACHE_DIR", str(tmp_path_factory.mktemp("specperf-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture
 def build_case():
     return make_case

@@ -221,13 +221,41 @@ def test_nightly_triggers_never_run_pull_request_code() -> None:
     assert wf["on"]["schedule"][0]["cron"]
 
 
+#: The one write permission in the workflows: the nightly's issues job files issues.
+WRITERS = {("nightly-perf.yml", "issues"): {"issues": "write"}}
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_permissions_read_only(path: Path) -> None:
     wf = _load(path)
     assert wf["permissions"] == {"contents": "read"}
     for job_id, job in wf["jobs"].items():
-        perms = job.get("permissions", {})
+        perms = dict(job.get("permissions", {}))
+        for scope, level in WRITERS.get((path.name, job_id), {}).items():
+            assert perms.pop(scope) == level, (path.name, job_id)
         assert all(v in ("read", "none") for v in perms.values()), (path.name, job_id, perms)
+
+
+def test_issues_job_writes_only_issues_and_never_from_a_pull_request() -> None:
+    wf = _load(NIGHTLY)
+    job = wf["jobs"]["issues"]
+    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    assert job["needs"] == "report" and "!cancelled()" in job["if"]
+    assert "github.event_name != 'pull_request'" in job["if"]
+    assert "pull_request" not in _triggers(wf)
+    assert "self-hosted" not in str(job["runs-on"])
+    downloads = _uses(job, "actions/download-artifact@")
+    assert downloads and downloads[0]["with"]["name"] == "perf-merged"
+    # The report job uploads what this one downloads, compare.json included.
+    report = wf["jobs"]["report"]
+    assert _uses(report, "actions/upload-artifact@")[0]["with"]["name"] == "perf-merged"
+    [step] = [s for s in job["steps"] if "specperf issues" in s.get("run", "")]
+    assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}
+    # No other job holds a token that can write: any other job that sees the token has
+    # read-only permissions (the report job reads earlier nightlies' artifacts).
+    for job_id, other in wf["jobs"].items():
+        if job_id != "issues" and "github.token" in json.dumps(other):
+            assert set(other["permissions"].values()) == {"read"}, job_id
 
 
 @pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)

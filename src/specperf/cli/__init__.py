@@ -4,11 +4,14 @@
     specperf report RUN.json --out DIR [--baseline FILE]
     specperf show FILE.json
     specperf schema [--baseline]
+    specperf check [--vllm V] [--profile P ...]
+    specperf issues COMPARE.json [--repo OWNER/NAME] [--dry-run]
     specperf model | advise | power | merge | promote | fetch-nightlies | fetch-sharegpt ...
 
-Exit codes: 0 fine; 1 ``compare`` found a regression; 2 bad input (unreadable, truncated
-or invalid file, or a baseline that does not compare: other hardware or profile); 3
-``promote`` refused (the runs disagree); 130 interrupted.
+Exit codes: 0 fine; 1 ``compare`` found a regression (``check``: a config the vLLM
+would refuse); 2 bad input (unreadable, truncated or invalid file, or a baseline that does
+not compare: other hardware or profile); 3 ``promote`` refused (the runs disagree); 130
+interrupted.
 
 One module per command, each with ``add_parser(subparsers) -> ArgumentParser`` and
 ``run(args) -> int`` (the exit code). :data:`COMMANDS` lists them in the order
@@ -27,9 +30,11 @@ from types import ModuleType
 from specperf import __version__
 from specperf.cli import (
     advise,
+    check,
     compare,
     fetch_nightlies,
     fetch_sharegpt,
+    issues,
     merge,
     model,
     power,
@@ -45,8 +50,8 @@ __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RE
 
 #: Every `specperf` command, in the order `specperf --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (
-    compare, report, show, schema, model, advise, power, merge, promote, fetch_nightlies,
-    fetch_sharegpt,
+    compare, report, show, schema, check, model, advise, power, merge, promote,
+    fetch_nightlies, fetch_sharegpt, issues,
 )
 
 
@@ -64,10 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specperf",
         description="Review specperf runs and baselines (no vLLM needed): compare, report, "
-                    "show, schema; and the plug-in commands.",
-        epilog="Exit codes: 0 ok, 1 regression (compare), 2 bad input, 3 refused (promote: the "
-               "runs disagree), 6 inconclusive, 7 machine busy (compare: the perf run's own "
-               "verdict).",
+                    "show, schema; check profiles against a vLLM release; and the plug-in "
+                    "commands.",
+        epilog="Exit codes: 0 ok, 1 regression (compare) or a config the vLLM would refuse "
+               "(check), 2 bad input, 3 refused (promote: the runs disagree), 6 inconclusive, "
+               "7 machine busy (compare: the perf run's own verdict).",
     )
     parser.add_argument("--version", action="version", version=f"specperf {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

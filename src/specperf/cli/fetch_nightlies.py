@@ -11,7 +11,7 @@ from typing import Any
 
 from specperf.cli import options
 from specperf.config import settings
-from specperf.store.github_artifacts import DEFAULT_API_URL, GitHubError, fetch_nightlies
+from specperf.store.github_artifacts import GitHubError, fetch_nightlies
 
 PROG = "specperf fetch-nightlies"
 #: Exit status when GitHub could not be asked (as fetch-sharegpt's failed download).
@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: note: no $GITHUB_TOKEN or $GH_TOKEN: asking anonymously (a private "
               "repository's artifacts need a token)", file=sys.stderr)
     try:
-        got = fetch_nightlies(repo, args.workflow, args.artifact, out, token=env.github_token,
-                              limit=args.limit, api_url=env.github_api_url or DEFAULT_API_URL,
+        got = fetch_nightlies(repo, args.workflow, args.artifact, out, token=env.github_token.get_secret_value(),
+                              limit=args.limit, api_url=env.github_api_url,
                               exclude_run_id=exclude,
                               say=lambda line: print(line, file=sys.stderr))
     except GitHubError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The profile a run uses when none is named: the CPU one without a GPU, else the A100 one.
@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     """A ShareGPT JSON file, as --perf-dataset."""
     sharegpt_url: str | None = _env("SPECPERF_SHAREGPT_URL")
     """Where `specperf fetch-sharegpt` downloads from (a mirror; a local server in tests)."""
+    cache_dir: Path | None = _env("SPECPERF_CACHE_DIR")
+    """What specperf keeps between runs outside any run directory: the throwaway vLLM
+    environments of `specperf check --vllm V` (default: $XDG_CACHE_HOME/specperf, else
+    ~/.cache/specperf; see :meth:`cache_root`) and vLLM's compile caches."""
+    xdg_cache_home: Path | None = _env("XDG_CACHE_HOME")
+    compile_cache: bool = Field(True, validation_alias=AliasChoices("SPECPERF_COMPILE_CACHE"))
+    """Keep vLLM's compile cache between runs under the cache root, keyed by vLLM, torch
+    and server config (specperf.engine.compile_cache); 0 / false: in the run directory."""
 
     # -- fault injection, for gate experiments only (docs/validation.md) --
     proxy_delay_ms: float | None = Field(None, ge=0.0,
@@ -54,12 +62,13 @@ class Settings(BaseSettings):
     github_server_url: str | None = _env("GITHUB_SERVER_URL")
     github_repository: str | None = _env("GITHUB_REPOSITORY")
     github_run_id: str | None = _env("GITHUB_RUN_ID")
-    github_api_url: str | None = _env("GITHUB_API_URL")
-    """The REST API `specperf fetch-nightlies` asks (default https://api.github.com)."""
-    github_token: str | None = Field(None, repr=False,
-                                     validation_alias=AliasChoices("GITHUB_TOKEN", "GH_TOKEN"))
-    """A token that may read the repository's Actions artifacts (`specperf fetch-nightlies`
-    only; the workflow's own `GITHUB_TOKEN` with `actions: read`)."""
+    github_api_url: str = Field("https://api.github.com",
+                                validation_alias=AliasChoices("GITHUB_API_URL"))
+    """The GitHub REST API `specperf fetch-nightlies` and `specperf issues` ask."""
+    github_token: SecretStr | None = Field(None, repr=False,
+                                           validation_alias=AliasChoices("GITHUB_TOKEN", "GH_TOKEN"))
+    """The job's token: `actions: read` for `specperf fetch-nightlies` (the report job),
+    `issues: write` for `specperf issues` (only the issues job)."""
 
     # -- the terminal (https://no-color.org, FORCE_COLOR, TERM, COLUMNS) --
     no_color: bool = Field(False, validation_alias=AliasChoices("NO_COLOR"))
@@ -87,6 +96,13 @@ class Settings(BaseSettings):
         # (docs/validation.md, "Injected regression": the proxy itself costs TPOT).
         return self.proxy_delay_ms is not None
 
+    def cache_root(self) -> Path:
+        """SPECPERF_CACHE_DIR, else specperf's directory in the user's cache."""
+        if self.cache_dir is not None:
+            return self.cache_dir.expanduser()
+        base = self.xdg_cache_home.expanduser() if self.xdg_cache_home else Path.home() / ".cache"
+        return base / "specperf"
+
     def proxy_config_ids(self) -> list[str]:
         return [c for c in (self.proxy_configs or "").split(",") if c]
 
@@ -98,6 +114,7 @@ class SettingsError(ValueError):
 #: What each checked variable takes, for the message that refuses a bad value.
 _EXPECTED = {
     "SPECPERF_PROXY_DELAY_MS": "a number of milliseconds ≥ 0 (e.g. 20), or unset",
+    "SPECPERF_COMPILE_CACHE": "1 (keep vLLM's compile cache between runs) or 0, or unset",
 }
 
 

@@ -120,11 +120,14 @@ def build_argv(
     return argv + list(serve_args)
 
 
-def run_env(run_dir: Path, extra: dict[str, str], offline: bool) -> dict[str, str]:
-    """The server's environment: ours, the profile's, and caches kept in the run dir."""
+def run_env(run_dir: Path, extra: dict[str, str], offline: bool,
+            compile_cache: Path | None = None) -> dict[str, str]:
+    """The server's environment: ours, the profile's, and caches kept in the run dir —
+    or, for vLLM's and Inductor's compile caches, in ``compile_cache`` when given
+    (kept between runs: specperf.engine.compile_cache)."""
     env = dict(os.environ)
     env.update(expand_env(extra))
-    cache = run_dir / "cache"
+    cache = compile_cache if compile_cache is not None else run_dir / "cache"
     tmp = run_dir / "tmp"
     for d in (cache / "vllm", cache / "inductor", tmp):
         d.mkdir(parents=True, exist_ok=True)

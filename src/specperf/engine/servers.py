@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specperf.config import settings
 from specperf.config.profile import TINY_PREFIX, Profile
 from specperf.engine.clock import SERVER_STARTS, SHUTDOWN, RunClock
+from specperf.engine.compile_cache import compile_cache_dir
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.preflight import preflight_spec
 from specperf.engine.proxy import DelayProxy
@@ -138,7 +140,8 @@ class ServerPool:
             err = ServerError(config_id, f"cannot prepare its models: {exc}", log_path, "")
             self.record_error(config_id, err)
             raise err from exc
-        env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX))
+        env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX),
+                      compile_cache=self._compile_cache(config_id))
         if spec is not None:
             # Seconds, not a minute-long server start, to learn that the draft cannot
             # share the target's vocabulary.
@@ -182,6 +185,18 @@ class ServerPool:
         self.view.server_ready(
             config_id, f"specperf: {config_id} ready in {server.startup_s:.1f} s (vLLM {server.version})")
         return server
+
+    def _compile_cache(self, config_id: str) -> Path | None:
+        """Where the config's server keeps vLLM's compile cache: kept between runs
+        unless SPECPERF_COMPILE_CACHE=0 (then the run directory's)."""
+        env = settings.current()
+        if not env.compile_cache:
+            return None
+        where = compile_cache_dir(env.cache_root(), self.profile, self.profile.config(config_id))
+        if config_id not in self.starts:
+            self.say(f"specperf: {config_id}: compile cache {where} (SPECPERF_COMPILE_CACHE=0 "
+                     "turns it off)")
+        return where
 
     def _resolve_model(self, ref: str) -> str:
         if not ref.startswith(TINY_PREFIX):

@@ -86,7 +86,7 @@ def artifact_pointer(run_dir: str | None) -> str:
     return " — ".join(parts) if parts else "the run artifact (report.html, run.json)"
 
 
-def _table(headers: Sequence[str], items: Sequence[T], row: Callable[[T], Sequence[str]],
+def md_table(headers: Sequence[str], items: Sequence[T], row: Callable[[T], Sequence[str]],
            limit: int | None, pointer: str) -> str:
     """A GFM table of ``row(item)`` for the first ``limit`` items (only those are rendered),
     then a line saying how many were left out and where they are. A header ending in '>'
@@ -113,7 +113,7 @@ def _prov(p: Provenance) -> str:
 # --------------------------------------------------------------------------- comparison
 
 
-def _cmp_row(cc: CaseComparison, m: Comparison) -> list[str]:
+def cmp_row(cc: CaseComparison, m: Comparison) -> list[str]:
     d = cc.detail(m)
     unit = d.unit if d else ""
     change, interval = delta_text(m, d)
@@ -172,7 +172,7 @@ def comparison_markdown(cmp: RunComparison, *, verbose: bool = False,
     for verdict, pairs in groups.items():
         if not pairs:
             continue
-        table = _table(CMP_HEADERS, pairs, lambda p: _cmp_row(*p), row_limit, pointer)
+        table = md_table(CMP_HEADERS, pairs, lambda p: cmp_row(*p), row_limit, pointer)
         title = f"{titles[verdict]} ({len(pairs)})"
         if verdict is Verdict.REGRESSION:
             shown = pairs if row_limit is None else pairs[:row_limit]
@@ -237,11 +237,11 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         if busy:
             out.append(f"> **{md_escape(busy)}**\n")
         if shown:
-            out.append(_table(CHECK_HEADERS, shown, _check_row, row_limit, pointer))
+            out.append(md_table(CHECK_HEADERS, shown, _check_row, row_limit, pointer))
         if rest:
             rest.sort(key=lambda c: (c.outcome != "skip", c.case.config_id, c.case.concurrency))
             out.append(_details(f"Passed and skipped checks ({len(rest)})",
-                                _table(CHECK_HEADERS, rest, _check_row, row_limit, pointer)))
+                                md_table(CHECK_HEADERS, rest, _check_row, row_limit, pointer)))
     for s in run.servers:
         if s.error:
             out.append(f"> **Server `{md_escape(s.config_id)}` failed:** {md_escape(s.error)} "
@@ -272,9 +272,9 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
             def row(r: CaseResult) -> list[str]:
                 return [*_case_row(r), md_escape(outside_load.load_cell(
                     outside_load.case_load(r, run.paired_nospec)))]
-            table = _table([*CASE_HEADERS, "outside cores>"], run.cases, row, row_limit, pointer)
+            table = md_table([*CASE_HEADERS, "outside cores>"], run.cases, row, row_limit, pointer)
         else:
-            table = _table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)
+            table = md_table(CASE_HEADERS, run.cases, _case_row, row_limit, pointer)
         out.append(_details(f"Measurements ({len(run.cases)} cases)", table))
         line = repeats_line(run)
         if line:

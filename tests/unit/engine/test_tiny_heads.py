@@ -14,7 +14,7 @@ from specperf.config.profile import load_profile
 from specperf.config.tiny_models import TinyDraftSpec, TinyModelsSpec, TinyTargetSpec
 from specperf.engine import tiny
 from specperf.engine.tiny import materialise, spec_key
-from tests.support import REPO_ROOT, need_module
+from tests.support import REPO_ROOT, load_weights, need_module
 
 H = 64
 HEADS = TinyModelsSpec(
@@ -24,12 +24,6 @@ HEADS = TinyModelsSpec(
             "eagle3": TinyDraftSpec(kind="eagle3")},
 )
 _LAYER = [p for p, _ in tiny._LAYER_PARAMS]
-
-
-def _load(model_dir: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(model_dir / "model.safetensors"))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +65,7 @@ def test_a_head_is_one_layer_on_the_targets_vocabulary(fields: dict, fix: str) -
 def test_eagle_head_is_the_first_layer_behind_fc(built: dict[str, Path]) -> None:
     import torch
 
-    target, head = _load(built["target"]), _load(built["eagle"])
+    target, head = load_weights(built["target"]), load_weights(built["eagle"])
     # EagleLlamaForCausalLM's names: no "model." prefix, no input norm (vLLM makes it
     # Identity), no final norm and no lm_head (it uses the target's)
     want = {"embed_tokens.weight", "fc.weight"} | {
@@ -99,7 +93,7 @@ def test_eagle3_head_puts_the_embedding_in_the_residual_then_runs_the_first_laye
         built: dict[str, Path]) -> None:
     import torch
 
-    target, head = _load(built["target"]), _load(built["eagle3"])
+    target, head = load_weights(built["target"]), load_weights(built["eagle3"])
     want = {"embed_tokens.weight", "fc.weight", "norm.weight", "lm_head.weight",
             "layers.0.hidden_norm.weight", "layers.1.hidden_norm.weight"} | {
         f"layers.{i}.{p}" for i in (0, 1) for p in _LAYER}
@@ -137,7 +131,7 @@ def test_mtp_target_is_the_same_function_as_a_qwen2_model(built: dict[str, Path]
                                                               output_loading_info=True)
     assert not info["missing_keys"]
     assert info["unexpected_keys"] and all("mtp_layers" in k for k in info["unexpected_keys"])
-    sd = {k: v for k, v in _load(built["target"]).items()
+    sd = {k: v for k, v in load_weights(built["target"]).items()
           if "mtp_layers" not in k and not k.endswith("_proj.bias")}
     cfg = transformers.LlamaConfig(**tiny._llama_config(HEADS.target, HEADS.target.layers))
     llama = transformers.LlamaForCausalLM(cfg)
@@ -150,7 +144,7 @@ def test_mtp_target_is_the_same_function_as_a_qwen2_model(built: dict[str, Path]
 def test_mtp_layer_is_the_first_layer_behind_input_proj(built: dict[str, Path]) -> None:
     import torch
 
-    target = _load(built["target"])
+    target = load_weights(built["target"])
     pre = "model.mtp_layers.0."
     proj = target[pre + "input_proj.weight"].float()
     # [hidden_norm(h) | token_norm(embed)]: the hidden half is zero, the embedding half

@@ -520,8 +520,13 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
         _compare_acceptance(base, cur, rule, rules, out, add)
     if cur.confirmation is not None:
         out.notes.append(f"current run: {cur.confirmation.summary_line()}")
-    if len(runs) < rules.min_baseline_runs:
-        _unproven_timing(out, len(runs), rules)
+    # A run with no trials is published means (a provisional baseline): it measured
+    # nothing on this hardware, so it counts as no kept run here — a timing change against
+    # it alone stays INCONCLUSIVE and cannot fail a first nightly (which would then never
+    # become a kept run: docs/baselines.md, the nightly lifecycle).
+    measured = sum(1 for r in runs if r.trials)
+    if measured < max(rules.min_baseline_runs, 1):
+        _unproven_timing(out, measured, rules)
     # Said, never acted on: the verdicts stay what the numbers say (a contended kept trial
     # makes the timing checks BUSY: CaseComparison.busy).
     busy = comparison_note(base.trials, cur.trials)
@@ -631,8 +636,8 @@ def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> N
             continue  # exact counters; the gain against its floor is judged within the run
         out.comparisons[i] = m.model_copy(update={
             "verdict": Verdict.INCONCLUSIVE,
-            "reason": m.reason.rstrip(".") + f"; but the baseline holds {n_runs} run"
-            f"{'s' if n_runs != 1 else ''}, fewer than the {rules.min_baseline_runs} "
+            "reason": m.reason.rstrip(".") + f"; but the baseline holds {n_runs} measured run"
+            f"{'s' if n_runs != 1 else ''}, fewer than the {max(rules.min_baseline_runs, 1)} "
             "(min_baseline_runs) a timing change needs to tell itself from one run's own "
             "offset — keep more runs with --perf-update-baselines."})
 

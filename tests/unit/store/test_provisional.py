@@ -153,8 +153,10 @@ def test_published_run_passes_against_the_provisional_baseline(profile, stored: 
 
 
 def test_provisional_baseline_holds_runs_to_the_profiles_rules(profile, stored: Baseline) -> None:
-    """Against a baseline without samples there is no interval: beyond the budget is a
-    FAIL, within the minimum effect a PASS, in between INCONCLUSIVE. TTFT's budget is its
+    """Against a baseline without samples there is no interval: within the minimum effect
+    a PASS, beyond it INCONCLUSIVE — beyond the budget too, flagged but never a FAIL:
+    published means are no run measured on this hardware (min_baseline_runs), and a first
+    nightly that failed on them would never become a kept run. TTFT's budget is its
     minimum effect (20 %, so no band in between), also for the 1.7B draft's c = 64, whose
     wider budget the profile could not keep; TPOT has the default 15 % budget over its
     5 % minimum effect; throughput 10 %."""
@@ -167,12 +169,12 @@ def test_provisional_baseline_holds_runs_to_the_profiles_rules(profile, stored: 
         b = base[case_id]
         return _checks(compare_cases(b, _as_run_case(b, **moved), rules))
 
-    assert outcomes("qwen3-1.7b-k3-c64", ttft=1.25)["TTFT"] == "fail"
+    assert outcomes("qwen3-1.7b-k3-c64", ttft=1.25)["TTFT"] == "inconclusive"
     assert outcomes("qwen3-1.7b-k3-c64", ttft=1.15)["TTFT"] == "pass"
-    assert outcomes("nospec-c1", tpot=1.20)["TPOT"] == "fail"
+    assert outcomes("nospec-c1", tpot=1.20)["TPOT"] == "inconclusive"
     assert outcomes("nospec-c1", tpot=1.10)["TPOT"] == "inconclusive"
     assert outcomes("nospec-c1", tpot=0.97)["TPOT"] == "pass"
-    assert outcomes("qwen3-0.6b-k3-c32", throughput=0.88)["output throughput"] == "fail"
+    assert outcomes("qwen3-0.6b-k3-c32", throughput=0.88)["output throughput"] == "inconclusive"
     assert outcomes("qwen3-0.6b-k3-c32", throughput=0.92)["output throughput"] == "pass"
 
 

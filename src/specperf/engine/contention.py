@@ -9,6 +9,17 @@ processes ran meanwhile::
 
     outside_cores = (Δ busy − Δ server trees − Δ own) / (ticks per second × wall seconds)
 
+That is the CPU the others *got*, and on a machine the servers fill it under-reads them:
+at concurrency 2 on 2 cores the scheduler shares the cores between the servers' threads
+and a one-core neighbour, which then gets 0.1–0.25 cores while it still doubles the time
+to first token (issue #13's busy run). So the snapshot also reads the others' *demand* --
+per thread, the time it ran plus the time it waited on a run queue (``/proc/PID/task/TID/
+schedstat``) -- and the outside load is the larger of the two readings. A busy loop is
+always running or waiting to run, so it reads one core of demand whatever share of the
+CPU the servers leave it. Demand is counted for threads seen in both snapshots; a
+short-lived process that starts and ends within a trial is caught by the busy-time
+reading instead.
+
 A trial above the profile's ``load.max_outside_cores`` is measured again (up to
 ``load.contended_retries`` times); one still above it after that is kept and marked
 ``contended``, and the reports and ``specperf compare`` say so.
@@ -43,6 +54,7 @@ __all__ = [
     "measure_guarded",
     "outside_cores",
     "parse_pid_stat",
+    "parse_schedstat",
     "parse_system_busy",
     "sample_outside",
     "take_snapshot",
@@ -98,24 +110,33 @@ def parse_pid_stat(text: str) -> ProcStat:
                     cutime=int(f[13]), cstime=int(f[14]))
 
 
-def tree_ticks(procs: Mapping[int, ProcStat], roots: Iterable[int]) -> int:
-    """CPU ticks of the processes ``roots`` and all their descendants (by ppid), counting
-    reaped children through their parent's cutime/cstime. Roots that are gone count 0."""
+def parse_schedstat(text: str) -> int:
+    """Nanoseconds one thread ran plus waited on a run queue, from the text of
+    /proc/PID/task/TID/schedstat ("run_ns wait_ns timeslices")."""
+    run_ns, wait_ns, *_ = text.split()
+    return int(run_ns) + int(wait_ns)
+
+
+def tree_pids(procs: Mapping[int, ProcStat], roots: Iterable[int]) -> set[int]:
+    """The processes ``roots`` and all their descendants (by ppid) that are in ``procs``."""
     children: dict[int, list[int]] = {}
     for p in procs.values():
         children.setdefault(p.ppid, []).append(p.pid)
     seen: set[int] = set()
     stack = [r for r in roots if r in procs]
-    total = 0
     while stack:
         pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        p = procs[pid]
-        total += p.utime + p.stime + p.cutime + p.cstime
-        stack.extend(children.get(pid, ()))
-    return total
+        if pid not in seen:
+            seen.add(pid)
+            stack.extend(children.get(pid, ()))
+    return seen
+
+
+def tree_ticks(procs: Mapping[int, ProcStat], roots: Iterable[int]) -> int:
+    """CPU ticks of the processes ``roots`` and all their descendants (by ppid), counting
+    reaped children through their parent's cutime/cstime. Roots that are gone count 0."""
+    return sum(procs[pid].utime + procs[pid].stime + procs[pid].cutime + procs[pid].cstime
+               for pid in tree_pids(procs, roots))
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -129,10 +150,27 @@ class CpuSnapshot:
     system_busy: int
     server_tree: int
     own: int
+    #: Per thread id of the other processes (not the servers' trees, not this process):
+    #: nanoseconds run plus waited on a run queue; None where schedstat cannot be read.
+    outside_demand_ns: Mapping[int, int] | None = None
+
+
+def outside_demand_cores(before: CpuSnapshot, after: CpuSnapshot) -> float | None:
+    """Cores' worth of CPU the other processes' threads used or waited for between two
+    snapshots, over the threads seen in both; None if either snapshot has no demand or no
+    time passed."""
+    wall = after.wall_s - before.wall_s
+    if wall <= 0 or before.outside_demand_ns is None or after.outside_demand_ns is None:
+        return None
+    was = before.outside_demand_ns
+    ns = sum(max(0, now - was[tid]) for tid, now in after.outside_demand_ns.items() if tid in was)
+    return ns / (1e9 * wall)
 
 
 def outside_cores(before: CpuSnapshot, after: CpuSnapshot, ticks_per_s: float) -> float | None:
-    """Cores' worth of other processes between two snapshots; None if no time passed.
+    """Cores' worth of other processes between two snapshots -- the larger of the busy
+    time they got and the CPU their threads used or waited for (module docstring); None
+    if no time passed.
 
     Clamped at 0: ticks are sampled per process, so a quiet machine can come out a tick
     or two below zero, which means "nothing", not "negative load"."""
@@ -141,7 +179,9 @@ def outside_cores(before: CpuSnapshot, after: CpuSnapshot, ticks_per_s: float) -
         return None
     other = ((after.system_busy - before.system_busy) - (after.server_tree - before.server_tree)
              - (after.own - before.own))
-    return max(0.0, other / (ticks_per_s * wall))
+    used = max(0.0, other / (ticks_per_s * wall))
+    demand = outside_demand_cores(before, after)
+    return used if demand is None else max(used, demand)
 
 
 def is_contended(outside: float | None, max_outside_cores: float | None) -> bool:
@@ -173,6 +213,27 @@ def read_procs(proc: str = PROC) -> dict[int, ProcStat]:
     return out
 
 
+def read_demand(pids: Iterable[int], proc: str = PROC) -> dict[int, int] | None:
+    """Run plus run-queue wait, in ns, of every thread of ``pids``; None when the kernel
+    keeps no schedstat (CONFIG_SCHED_INFO off). Threads that end while read are skipped."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"{proc}/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                out[int(tid)] = parse_schedstat(_read(f"{proc}/{pid}/task/{tid}/schedstat"))
+            except FileNotFoundError:
+                if not os.path.exists(f"{proc}/{pid}/task/{tid}"):
+                    continue  # ended while being read
+                return None  # the thread is there, its schedstat is not: no schedstat here
+            except (OSError, ValueError):
+                continue
+    return out
+
+
 def ticks_per_second() -> float | None:
     try:
         return float(os.sysconf("SC_CLK_TCK"))
@@ -195,8 +256,10 @@ def take_snapshot(server_pids: Sequence[int], proc: str = PROC) -> CpuSnapshot |
     if me is None:
         return None
     # Our own children are the servers (counted in their trees); only our own ticks here.
+    servers = tree_pids(procs, server_pids)
+    others = [pid for pid in procs if pid not in servers and pid != me.pid]
     return CpuSnapshot(wall_s=wall, system_busy=busy, server_tree=tree_ticks(procs, server_pids),
-                       own=me.utime + me.stime)
+                       own=me.utime + me.stime, outside_demand_ns=read_demand(others, proc))
 
 
 def measured_outside_cores(before: CpuSnapshot | None, after: CpuSnapshot | None) -> float | None:

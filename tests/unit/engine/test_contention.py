@@ -23,7 +23,9 @@ from specperf.engine.contention import (
     is_contended,
     measure_guarded,
     outside_cores,
+    outside_demand_cores,
     parse_pid_stat,
+    parse_schedstat,
     parse_system_busy,
     sample_outside,
     take_snapshot,
@@ -110,6 +112,38 @@ def test_outside_cores_clamps_sampling_noise_and_needs_time() -> None:
     assert outside_cores(before, after, 100.0) == 0.0
     assert outside_cores(before, before, 100.0) is None
     assert outside_cores(before, after, 0.0) is None
+
+
+def test_schedstat_is_run_plus_run_queue_wait() -> None:
+    assert parse_schedstat("98076 3396923 2\n") == 98076 + 3396923
+
+
+def _demand(wall_s: float, demand: dict[int, int] | None, busy: int = 0) -> CpuSnapshot:
+    return CpuSnapshot(wall_s=wall_s, system_busy=busy, server_tree=0, own=0,
+                       outside_demand_ns=demand)
+
+
+def test_demand_counts_threads_seen_in_both_snapshots() -> None:
+    # Thread 1 ran or waited all 2 s (a busy loop the servers starve), thread 2 half a
+    # second; thread 3 ended during the window and thread 4 started in it: neither is
+    # counted (a process that lives inside one trial shows in the busy-time reading).
+    before = _demand(10.0, {1: 5_000_000_000, 2: 100, 3: 7})
+    after = _demand(12.0, {1: 7_000_000_000, 2: 500_000_100, 4: 9_000_000_000})
+    assert outside_demand_cores(before, after) == pytest.approx(1.25)
+    assert outside_demand_cores(before, _demand(12.0, None)) is None
+    assert outside_demand_cores(before, before) is None
+
+
+def test_outside_load_is_the_larger_of_use_and_demand() -> None:
+    # The busy loop got 0.2 cores of use (the servers filled the machine) but ran or waited
+    # the whole second: the guard reads it as the one core it wants.
+    starved_b, starved_a = _demand(1.0, {1: 0}, busy=0), _demand(2.0, {1: 1_000_000_000}, busy=20)
+    assert outside_cores(starved_b, starved_a, 100.0) == pytest.approx(1.0)
+    # A compile that starts and ends within the trial: its ticks are only in the busy time.
+    short_b, short_a = _demand(1.0, {}, busy=0), _demand(2.0, {}, busy=60)
+    assert outside_cores(short_b, short_a, 100.0) == pytest.approx(0.6)
+    # No schedstat on this kernel: the busy time alone, as before.
+    assert outside_cores(_demand(1.0, None), _demand(2.0, None, busy=30), 100.0) == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize(("load", "limit", "over"), [
@@ -210,6 +244,25 @@ def test_take_snapshot_reads_a_proc_tree(tmp_path: Path) -> None:
     assert snap.own == 100
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason=unchecked("/proc on a real kernel", "run the tests on Linux"))
+def test_take_snapshot_reads_demand_of_threads_outside_the_servers(tmp_path: Path) -> None:
+    me = os.getpid()
+    proc = _fake_proc(tmp_path / "proc", 2000, {
+        me: _stat_line(me, "pytest", 1, 70, 30),
+        500: _stat_line(500, "python", me, 400, 100),
+        600: _stat_line(600, "stress", 1, 9999, 0),
+    })
+    for pid, tid, text in ((me, me, "1 1 1"), (500, 500, "5 5 5"), (600, 600, "100 20 3"),
+                           (600, 601, "7 0 1")):
+        (proc / str(pid) / "task" / str(tid)).mkdir(parents=True)
+        (proc / str(pid) / "task" / str(tid) / "schedstat").write_text(text)
+    snap = take_snapshot([500], proc=str(proc))
+    assert snap is not None
+    # Only the neighbour's threads: not the server's tree, not this process.
+    assert snap.outside_demand_ns == {600: 120, 601: 7}
+
+
 def test_unreadable_proc_is_unknown_not_an_error(tmp_path: Path) -> None:
     assert take_snapshot([1], proc=str(tmp_path / "no-proc")) is None
     (tmp_path / "bad").mkdir()
@@ -259,6 +312,32 @@ def test_real_proc_busy_child_is_server_tree_when_given_else_outside() -> None:
     # Not given, the child is a neighbour: its CPU shows up as outside load.
     assert not_given > 0
     assert not_given > given
+
+
+SPINNER = "import sys\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason=unchecked("/proc on a real kernel", "run the tests on Linux"))
+def test_real_busy_loop_reads_one_core_however_little_the_servers_leave_it() -> None:
+    """Issue #13's busy run: beside servers that fill the machine, a one-core neighbour gets
+    a small share of the CPU and the busy-time reading alone said 0.11-0.24 cores. A busy
+    loop is always running or waiting to run, so its demand is one core whatever the
+    scheduler gives it; the guard must read at least most of that. (Not a timing: the sum
+    of run and wait time of a runnable thread is its wall time on any machine.)"""
+    n = os.cpu_count() or 2
+    servers = [subprocess.Popen([sys.executable, "-c", SPINNER], stdout=subprocess.PIPE,
+                                text=True) for _ in range(n)]
+    burner = subprocess.Popen([sys.executable, "-c", BURNER], stdout=subprocess.PIPE, text=True)
+    try:
+        for p in (*servers, burner):
+            assert p.stdout is not None and p.stdout.readline().strip() in ("spinning", "burning")
+        load = sample_outside([p.pid for p in servers], 1.0)
+    finally:
+        for p in (*servers, burner):
+            p.kill()
+            p.wait(timeout=60)
+    assert load is not None and load >= 0.8, load
 
 
 # --------------------------------------------------------------------------- the session

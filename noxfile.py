@@ -238,7 +238,8 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     _make_chromium_available(session)
     args = session.posargs or ["tests"]
-    session.run("pytest", "-ra", "-p", "no:cacheprovider", *args)
+    # --durations: the slowest tests in every CI log, so its time budget (45 min here) is watched.
+    session.run("pytest", "-ra", "--durations=25", "-p", "no:cacheprovider", *args)
 
 
 @nox.session

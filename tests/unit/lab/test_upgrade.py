@@ -17,10 +17,10 @@ from specperf.config.profile import Profile
 from specperf.lab.upgrade import (
     UpgradeError,
     acceptance_lines,
-    comparability_lines,
     as_baseline,
     build_plan,
     case_of_nodeid,
+    comparability_lines,
     group_nodeids,
     judge,
     parse_collected,

@@ -314,7 +314,8 @@ def upgrade(session: nox.Session) -> None:
             made = session.run("python", "-m", "specperf.lab.vllm_envs", version, "--dist", dist,
                                "--project", ".", "--registry-torch", silent=True)
             py = Path(str(made).strip().splitlines()[-1])
-            session.log(f"{role}: {dist} {version} with the registry's torch: {py}")
+            # "…-registry-torch" in the directory's name when the release needed it
+            session.log(f"{role}: {dist} {version}: {py}")
             pythons.append(str(py))
             continue
         venv = root / f"upgrade-{role}"
@@ -342,7 +343,7 @@ def bisect(session: nox.Session) -> None:
     """Bisect a regression to the first vLLM release that shows it.
 
     nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
-                     [--vllm-extra cpu|gpu] [--registry-torch]
+                     [--vllm-extra cpu|gpu] [--registry-torch] [--wait-idle-s S]
                      [pytest args: --perf-profile, -k, --perf-repeats …]
 
     The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
@@ -355,7 +356,7 @@ def bisect(session: nox.Session) -> None:
     if extra not in ("cpu", "gpu"):
         session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
     own = []
-    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out"):
+    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out", "--wait-idle-s"):
         value = _pop_option(args, name)
         if value is not None:
             own += [name, value]

@@ -25,7 +25,7 @@ install as published here (pip: ResolutionImpossible). With this switch a releas
 first installed as published; if that fails over torch, it is installed without its
 dependencies, then its own requirements with ``torch==X`` in place
 of ``torch==X+cpu`` (the torch *version* the release was built against; only the build
-differs, and a run's provenance records it, e.g. ``2.11.0+cu130``). Such an environment is
+differs; the environment's marker file records ``registry_torch``). Such an environment is
 another cache entry (``…-registry-torch``), never mixed with a published install.
 """
 

@@ -125,11 +125,11 @@ def test_a_step_passes_the_idle_wait_and_reads_the_ab_exit_code(
         return subprocess.CompletedProcess(argv, 1)
 
     monkeypatch.setattr(bisect.subprocess, "run", run)
-    judge = bisect.ab_judge(Path("/good/python"), lambda r: Path(f"/env/{r}/python"),
+    judge = bisect.ab_judge(tmp_path / "good" / "python", lambda r: tmp_path / r / "python",
                             tmp_path, ["-k", "draft-k2-c1"], tmp_path, wait_idle_s=0.0)
     step = judge("0.22.0", 1)
     assert step.verdict == "bad" and step.exit_code == 1
     argv = seen[0]
-    assert argv[argv.index("--python-b") + 1] == "/env/0.22.0/python"
+    assert argv[argv.index("--python-b") + 1] == str(tmp_path / "0.22.0" / "python")
     assert argv[argv.index("--wait-idle-s") + 1] == "0.0"
     assert argv[argv.index("--") + 1:] == ["-k", "draft-k2-c1"]

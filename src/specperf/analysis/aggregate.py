@@ -54,14 +54,22 @@ def sum_acceptance(parts: Sequence[Acceptance | None]) -> Acceptance | None:
     if not real:
         return None
     k = max(len(p.accepted_per_position) for p in real)
+    # What any part cannot tell, the sum cannot either; a V0 part's lifetime gauges are
+    # the last trial's (the server's ratios as of then).
+    missing = sorted({m for p in real for m in p.missing})
+    drafts = [p.drafts for p in real]
     return Acceptance(
-        drafts=sum(p.drafts for p in real),
+        drafts=None if any(d is None for d in drafts) else sum(d for d in drafts if d is not None),
         draft_tokens=sum(p.draft_tokens for p in real),
         accepted_tokens=sum(p.accepted_tokens for p in real),
         accepted_per_position=[
             sum(p.accepted_per_position[i] for p in real if i < len(p.accepted_per_position))
             for i in range(k)
         ],
+        generation="v0" if any(p.generation == "v0" for p in real) else "v1",
+        missing=missing,  # type: ignore[arg-type]
+        lifetime_acceptance_rate=real[-1].lifetime_acceptance_rate,
+        lifetime_efficiency=real[-1].lifetime_efficiency,
     )
 
 

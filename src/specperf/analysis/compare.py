@@ -66,6 +66,7 @@ from specperf.analysis.stats import (
 from specperf.analysis.verdict import TIMING_METRIC_KEYS, exit_status, outcome_of
 from specperf.schemas import (
     DEFAULT_BUDGETS,
+    Acceptance,
     Baseline,
     Case,
     CaseResult,
@@ -76,6 +77,7 @@ from specperf.schemas import (
     Provenance,
     RunResult,
     Summary,
+    Unknowable,
 )
 
 __all__ = [
@@ -388,7 +390,8 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                   paired: CaseResult | None = None,
                   base_paired: CaseResult | None = None,
                   gain_floor: float | None = None,
-                  earlier_paired: Sequence[tuple[CaseResult, CaseResult]] = ()
+                  earlier_paired: Sequence[tuple[CaseResult, CaseResult]] = (),
+                  labels: tuple[str, str] = ("the baseline", "the run"),
                   ) -> CaseComparison:
     """Every enabled metric of one case, baseline against current, and its paired TPOT
     gain (:mod:`specperf.analysis.gain`) when the run has one: against ``gain_floor``, and
@@ -400,6 +403,9 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
     pooled with the baseline's, and the spread of the runs' centres beyond their trial
     noise (:func:`specperf.analysis.stats.between_run_spread`) widens the interval: a server
     restart shifts every trial of a run together, which one run's trials cannot show.
+
+    ``labels``: how the notes name the two sides (e.g. "the baseline (vLLM 0.26.0)") when
+    a figure is not comparable because one side's metric generation cannot tell it.
     """
     rules = rules or CompareRules()
     out = CaseComparison(
@@ -430,13 +436,14 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                                               "(1 / gain), against the baseline's"))
     if base is None:
         return out
-    _against_baseline(out, add, base, cur, rules, earlier)
+    _against_baseline(out, add, base, cur, rules, earlier, labels)
     return out
 
 
 def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDetail], None],
                       base: CaseResult, cur: CaseResult, rules: CompareRules,
-                      earlier: Sequence[CaseResult]) -> None:
+                      earlier: Sequence[CaseResult],
+                      labels: tuple[str, str] = ("the baseline", "the run")) -> None:
     runs = [base, *earlier][: rules.baseline_runs]
     by_trial = min(len(base.trials), len(cur.trials)) >= rules.min_trials
     # More than one: a fresh-server confirmation, whose flags each start must show.
@@ -517,7 +524,7 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
 
     rule = rules.rule("acceptance_rate")
     if rule.enabled:
-        _compare_acceptance(base, cur, rule, rules, out, add)
+        _compare_acceptance(base, cur, rule, rules, out, add, labels)
     if cur.confirmation is not None:
         out.notes.append(f"current run: {cur.confirmation.summary_line()}")
     # A run with no trials is published means (a provisional baseline): it measured
@@ -592,14 +599,47 @@ def _catchable(base_runs: list[list[float]], current: list[float], rule: MetricR
     }
 
 
+#: What each figure needs from a metric generation (Acceptance.missing), and its name.
+_FIGURE_NEEDS: tuple[tuple[str, str, Unknowable], ...] = (
+    ("acceptance rate", "per-case counts of draft and accepted tokens", "counts"),
+    ("per-position acceptance", "per-position counter", "per_position"),
+    ("per-position acceptance", "drafts counter", "drafts"),
+    ("mean acceptance length", "drafts counter", "drafts"),
+)
+
+
+def not_comparable(ba: Acceptance, ca: Acceptance,
+                   labels: tuple[str, str] = ("the baseline", "the run")) -> dict[str, str]:
+    """Figure → "not comparable: FIGURE, because SIDE has no Y" for each acceptance figure
+    one side's metric generation cannot tell (Acceptance.missing); empty when both tell
+    everything. A figure is named once, for the first reason that applies."""
+    out: dict[str, str] = {}
+    for figure, what, need in _FIGURE_NEEDS:
+        if figure in out:
+            continue
+        sides = [(label, acc.generation) for label, acc in zip(labels, (ba, ca), strict=True)
+                 if need in acc.missing]
+        if sides:
+            who = " and ".join(label for label, _ in sides)
+            gens = "/".join(sorted({gen for _, gen in sides}))
+            out[figure] = (f"not comparable: {figure}, because {who} "
+                           f"{'has' if len(sides) == 1 else 'have'} no {what} ({gens} metrics)")
+    return out
+
+
 def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
-                        rules: CompareRules, out: CaseComparison, add) -> None:  # type: ignore[no-untyped-def]
+                        rules: CompareRules, out: CaseComparison, add,  # type: ignore[no-untyped-def]
+                        labels: tuple[str, str] = ("the baseline", "the run")) -> None:
     ba, ca = base.acceptance, cur.acceptance
     if ba is None and ca is None:
         return
     if ba is None or ca is None:
         which = "current run" if ba is None else "baseline"
         out.notes.append(f"acceptance was measured only in the {which}; not compared")
+        return
+    unknown = not_comparable(ba, ca, labels)
+    out.notes.extend(unknown.values())
+    if "acceptance rate" in unknown:
         return
     if ba.rate is None or ca.rate is None:
         which = "baseline" if ba.rate is None else "current run"
@@ -613,7 +653,7 @@ def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
                      direction=rule.direction),
         detail(f"{ba.accepted_tokens:g}/{ba.draft_tokens:g} → "
                f"{ca.accepted_tokens:g}/{ca.draft_tokens:g} draft tokens accepted"))
-    if not rules.per_position:
+    if not rules.per_position or "per-position acceptance" in unknown:
         return
     bp, cp = ba.per_position_rate, ca.per_position_rate
     for i, (b, c) in enumerate(zip(bp, cp, strict=False)):
@@ -727,6 +767,8 @@ def compare_runs(
     if refusals:
         result.notes[:0] = [f"compared despite: {r.split(' — ')[0]}" for r in refusals]
 
+    labels = (f"the baseline (vLLM {bp.vllm_version or '?'})",
+              f"the run (vLLM {rp.vllm_version or '?'})")
     per_request = False
     paired = run.paired_nospec if isinstance(run, RunResult) else {}
     floors = run.tpot_gain_floors if isinstance(run, RunResult) else {}
@@ -757,7 +799,7 @@ def compare_runs(
             result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
         cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history),
                            earlier_paired=earlier_pairs(base, baseline, history),
-                           **gain)  # type: ignore[arg-type]
+                           labels=labels, **gain)  # type: ignore[arg-type]
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
         per_request |= any(d.samples == "requests" for d in cc.details.values())

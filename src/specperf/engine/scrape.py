@@ -12,7 +12,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specperf.schemas import Acceptance, SpecDecodeCounters
+from specperf.schemas import Acceptance, PrefixCacheCounts, SpecDecodeCounters
 
 #: Family names as prometheus_client reports them (the `_total` suffix is stripped).
 FAMILIES = {
@@ -21,6 +21,9 @@ FAMILIES = {
     "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
 }
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+#: Prompt tokens looked up in the prefix cache, and found (vllm/v1/metrics/loggers.py).
+PREFIX_CACHE = {"vllm:prefix_cache_queries": "prefix_cache_queries",
+                "vllm:prefix_cache_hits": "prefix_cache_hits"}
 
 
 class ScrapeError(RuntimeError):
@@ -33,10 +36,15 @@ def parse_counters(text: str) -> SpecDecodeCounters:
     Prometheus text."""
     totals = {field: 0.0 for field in FAMILIES.values()}
     per_pos: dict[int, float] = {}
-    present = False
+    prefix = dict.fromkeys(PREFIX_CACHE.values(), 0.0)
+    present = prefix_present = False
     for family in text_string_to_metric_families(text):
         name = family.name.removesuffix("_total")
-        if name in FAMILIES:
+        if name in PREFIX_CACHE:
+            prefix_present = True
+            prefix[PREFIX_CACHE[name]] += sum(s.value for s in family.samples
+                                              if s.name.endswith("_total"))
+        elif name in FAMILIES:
             present = True
             for s in family.samples:
                 if s.name.endswith("_total"):
@@ -47,7 +55,8 @@ def parse_counters(text: str) -> SpecDecodeCounters:
                 if s.name.endswith("_total") and "position" in s.labels:
                     pos = int(s.labels["position"])
                     per_pos[pos] = per_pos.get(pos, 0.0) + s.value
-    return SpecDecodeCounters(present=present, accepted_per_position=per_pos, **totals)
+    return SpecDecodeCounters(present=present, accepted_per_position=per_pos, **totals,
+                              prefix_cache_present=prefix_present, **prefix)
 
 
 def fetch_counters(base_url: str, timeout_s: float = 10.0) -> SpecDecodeCounters:
@@ -102,3 +111,17 @@ def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acce
         accepted_tokens=after.num_accepted_tokens - before.num_accepted_tokens,
         accepted_per_position=per_pos,
     )
+
+
+def prefix_cache_delta(before: SpecDecodeCounters,
+                       after: SpecDecodeCounters) -> PrefixCacheCounts | None:
+    """Prompt tokens looked up in the prefix cache during a trial, and found there; None
+    when the server serves no prefix-cache counters."""
+    if not after.prefix_cache_present:
+        return None
+    queries = after.prefix_cache_queries - before.prefix_cache_queries
+    hits = after.prefix_cache_hits - before.prefix_cache_hits
+    if queries < 0 or hits < 0:
+        raise ScrapeError("prefix-cache counters went backwards during the trial: the server "
+                          "restarted between two reads")
+    return PrefixCacheCounts(queries=queries, hits=hits)

@@ -123,6 +123,9 @@ class ScenarioRunner:
     errors: dict[str, dict[str, str]] = field(default_factory=dict)
     #: The scenario's servers' records, for the run file.
     pools: dict[str, ServerPool] = field(default_factory=dict)
+    #: Per scenario kind, the spec configs whose items were selected (a shard's, `-k`);
+    #: absent: all of them.
+    wanted: dict[str, set[str]] = field(default_factory=dict)
 
     def cases(self, kind: str) -> list[Case]:
         """The scenario's test cases: its spec configs at its concurrency."""
@@ -182,8 +185,9 @@ class ScenarioRunner:
             pool.stop_all()
             return
         specs = []
+        wanted = self.wanted.get(kind)
         for cfg in prof.server_configs:
-            if not cfg.is_spec:
+            if not cfg.is_spec or (wanted is not None and cfg.id not in wanted):
                 continue
             run = _Config(cfg)
             try:

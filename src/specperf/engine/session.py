@@ -229,6 +229,7 @@ class PerfSession:
         """The (kind, case) of every selected perf item: which cases get measured."""
         for kind, case in items:
             if kind in SCENARIO_KINDS:  # measured on the scenario's own servers
+                self.scenarios.wanted.setdefault(kind, set()).add(case.config_id)
                 continue
             self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
             if kind == "tpot_gain":

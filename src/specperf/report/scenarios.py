@@ -6,12 +6,17 @@ from __future__ import annotations
 from specperf.analysis.scenarios import prefix_counts
 from specperf.schemas import CaseResult, RunResult, ScenarioResult
 
-__all__ = ["SCENARIO_HEADERS", "scenario_markdown", "scenario_rows", "scenario_text"]
+__all__ = ["SCENARIO_HEADERS", "scenario_markdown", "scenario_rows", "scenario_text",
+           "scenario_title"]
 
 SCENARIO_HEADERS = ["config", "prefix-cache hit rate", "hit tokens / looked up", "acceptance",
                     "TPOT ms (median)", "TPOT gain vs no-spec", "trials"]
 
 _TITLES = {"prefix_cache": "Scenario: prefix caching (shared prefix, caching on)"}
+
+
+def scenario_title(kind: str) -> str:
+    return _TITLES.get(kind, f"Scenario: {kind}")
 
 
 def _hits(r: CaseResult) -> tuple[str, str]:
@@ -45,7 +50,7 @@ def scenario_text(run: RunResult) -> list[str]:
     for s in run.scenarios:
         rows = [SCENARIO_HEADERS, *scenario_rows(s)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(SCENARIO_HEADERS))]
-        out.append(_TITLES.get(s.kind, f"Scenario: {s.kind}"))
+        out.append(scenario_title(s.kind))
         out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
                 .rstrip() for row in rows]
     return out
@@ -55,7 +60,7 @@ def scenario_markdown(run: RunResult, heading: str = "###") -> str:
     """A section per scenario (empty without scenarios)."""
     out = []
     for s in run.scenarios:
-        out.append(f"{heading} {_TITLES.get(s.kind, 'Scenario: ' + s.kind)}\n")
+        out.append(f"{heading} {scenario_title(s.kind)}\n")
         out.append("| " + " | ".join(SCENARIO_HEADERS) + " |")
         out.append("|" + "---|" * len(SCENARIO_HEADERS))
         out += ["| " + " | ".join(row) + " |" for row in scenario_rows(s)]

@@ -162,8 +162,12 @@ class ScenarioRunner:
         assert spec is not None
         prof = prefix_cache_profile(self.profile)
         view = self.observer or LineObserver(self.say)
-        pool = ServerPool(prof, self.run_dir / "scenarios" / kind, self.models_cache,
-                          say=self.say, observer=view, clock=self.clock)
+        # Logs in the scenario's own directory; caches and temp files in the run's, whose
+        # path is as short as the main servers' (vLLM's IPC socket paths in TMPDIR must
+        # stay under 108 bytes).
+        logs = self.run_dir / "scenarios" / kind / "servers"
+        pool = ServerPool(prof, self.run_dir, self.models_cache, say=self.say, observer=view,
+                          clock=self.clock, log_dir=logs)
         self.pools[kind] = pool
         prompts = _RoundPrompts(spec)
         runner = TrialRunner(prof, pool, view, prompts, self.max_outside_cores,
@@ -177,7 +181,7 @@ class ScenarioRunner:
         self.say(f"specperf: scenario prefix_cache: a {spec.prefix_words}-word shared prefix "
                  f"+ {spec.question_words}-word questions, {spec.requests} requests a trial, "
                  f"{repeats} trial(s) per config at concurrency {c}, prefix caching on "
-                 f"(servers: {pool.run_dir / 'servers'})")
+                 f"(server logs: {logs})")
         try:
             nospec = _Config(nospec_cfg, self._started(pool, nospec_cfg.id, spec, c))
         except (ServerError, RuntimeError) as exc:

@@ -45,7 +45,7 @@ def profile_text() -> str:
     draft = ('speculative_config = { method = "draft_model", model = "tiny:draft", '
              'num_speculative_tokens = 2 }')
     return f'''name = "scenarios-e2e"
-{head}startup_timeout_s = 300
+{head}startup_timeout_s = 1200
 concurrencies = [1]
 
 [sampling]

@@ -420,8 +420,17 @@ class PerfRun:
         shard = config.getoption("--perf-shard")
         if shard:
             mine = shard_configs(ps, shard)
-            keep = [(i, kc) for i, kc in perf_items if kc is None or kc[1].config_id in mine]
-            dropped = [i for i, kc in perf_items if kc is not None and kc[1].config_id not in mine]
+            first = int(shard.split("/")[0]) == 1
+
+            def in_shard(item: pytest.Item, kc: tuple[str, Case] | None) -> bool:
+                # A skipped no-cases item measures nothing: shard 1 has it, so the shards
+                # still partition the collected items.
+                if kc is None:
+                    return first or not _no_cases_item(item)
+                return kc[1].config_id in mine
+
+            keep = [(i, kc) for i, kc in perf_items if in_shard(i, kc)]
+            dropped = [i for i, kc in perf_items if not in_shard(i, kc)]
             if dropped:
                 config.hook.pytest_deselected(items=dropped)
             perf_items = keep
@@ -618,6 +627,13 @@ _NO_CASES = {
 
 def no_cases_reason(profile: str, kind: str) -> str:
     return f"profile {profile!r} has no {kind} cases: {_NO_CASES.get(kind, 'none selected')}"
+
+
+def _no_cases_item(item: pytest.Item) -> bool:
+    """The one skipped item of a perf test whose kind has no case in the profile."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "perf_case" in callspec.params \
+        and callspec.params["perf_case"] is None
 
 
 def _item_case(item: pytest.Item) -> tuple[str, Case] | None:

@@ -38,6 +38,7 @@ from specperf.engine.session import (
     KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
+    SCENARIO_KINDS,
     PerfOptions,
     PerfSession,
     SessionError,
@@ -110,7 +111,7 @@ def perf_run(config: pytest.Config) -> PerfRun:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "perf_cases(kind): parametrise `perf_case` with the profile's cases of this "
-        f"kind ({', '.join(KINDS)})"
+        f"kind ({', '.join(KINDS + SCENARIO_KINDS)})"
     )
     with engine_errors():
         opts = perf_options(config)
@@ -411,14 +412,25 @@ class PerfRun:
             if kc is None:
                 return (0, 0, 0, 0)
             kind, case = kc
+            if kind in SCENARIO_KINDS:  # after the main matrix, on their own servers
+                return (2, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
             return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
 
         perf_items.sort(key=key)  # stable: non-perf items keep their order, first
         shard = config.getoption("--perf-shard")
         if shard:
             mine = shard_configs(ps, shard)
-            keep = [(i, kc) for i, kc in perf_items if kc is None or kc[1].config_id in mine]
-            dropped = [i for i, kc in perf_items if kc is not None and kc[1].config_id not in mine]
+            first = int(shard.split("/")[0]) == 1
+
+            def in_shard(item: pytest.Item, kc: tuple[str, Case] | None) -> bool:
+                # A skipped no-cases item measures nothing: shard 1 has it, so the shards
+                # still partition the collected items.
+                if kc is None:
+                    return first or not _no_cases_item(item)
+                return kc[1].config_id in mine
+
+            keep = [(i, kc) for i, kc in perf_items if in_shard(i, kc)]
+            dropped = [i for i, kc in perf_items if not in_shard(i, kc)]
             if dropped:
                 config.hook.pytest_deselected(items=dropped)
             perf_items = keep
@@ -472,7 +484,7 @@ class PerfRun:
         with ps.clock.phase(SHUTDOWN):
             ps.stop_all()
             stop_all_servers()  # also any server interrupted while it was still starting
-        if not ps.results and not ps.server_errors:
+        if not ps.results and not ps.server_errors and not ps.scenario_results:
             return
         with ps.clock.phase(REPORTS):
             # Here: compare loads scipy, which only a run that measured something needs.
@@ -608,11 +620,20 @@ _NO_CASES = {
                  "max_concurrency to check the TPOT gain",
     "latency": "the profile has no server config or concurrency",
     "throughput": "the profile has no server config or concurrency",
+    "prefix_cache": "it has no [scenarios.prefix_cache] table (and a speculative server "
+                    "config) — add one to run the prefix-caching scenario (docs/scenarios.md)",
 }
 
 
 def no_cases_reason(profile: str, kind: str) -> str:
     return f"profile {profile!r} has no {kind} cases: {_NO_CASES.get(kind, 'none selected')}"
+
+
+def _no_cases_item(item: pytest.Item) -> bool:
+    """The one skipped item of a perf test whose kind has no case in the profile."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "perf_case" in callspec.params \
+        and callspec.params["perf_case"] is None
 
 
 def _item_case(item: pytest.Item) -> tuple[str, Case] | None:

@@ -66,7 +66,7 @@ def _without_unset(model: BaseModel, handler: SerializerFunctionWrapHandler,
     if isinstance(data, dict):
         for name in names:
             value = getattr(model, name)
-            if value is None or (isinstance(value, dict) and not value):
+            if value is None or (isinstance(value, (dict, list)) and not value):
                 data.pop(name, None)
     return data
 
@@ -189,6 +189,30 @@ class SpecDecodeCounters(_Model):
     num_emitted_tokens: NonNegative = 0.0
     draft_acceptance_rate: NonNegative | None = None
     efficiency: NonNegative | None = None
+    # vllm:prefix_cache_queries / _hits (prompt tokens looked up in the prefix cache, and
+    # found there). A server with prefix caching off serves both and never moves them.
+    prefix_cache_present: bool = False
+    prefix_cache_queries: NonNegative = 0.0
+    prefix_cache_hits: NonNegative = 0.0
+
+
+class PrefixCacheCounts(_Model):
+    """Prompt tokens a server looked up in its prefix cache during one trial, and found
+    there: deltas of vllm:prefix_cache_queries and vllm:prefix_cache_hits."""
+
+    queries: NonNegative
+    hits: NonNegative
+
+    @model_validator(mode="after")
+    def _hits_within_queries(self) -> PrefixCacheCounts:
+        if self.hits > self.queries * (1 + _RATE_SLACK):
+            raise ValueError(f"hits {self.hits:g} exceed queries {self.queries:g}: the hit "
+                             "rate would be above 1")
+        return self
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.hits / self.queries if self.queries else None
 
 
 class Acceptance(_Model):
@@ -314,10 +338,13 @@ class Trial(_Model):
                           "load.max_outside_cores (at most load.busy_wait_s plus one window); "
                           "a quiet machine's check alone is a fraction of a second; None = "
                           "not checked (guard or wait off, load unknown, older files)")
+    prefix_cache: PrefixCacheCounts | None = Field(
+        None, description="prefix-cache counter deltas over the trial (scenarios.prefix_cache "
+                          "only; None = not recorded)")
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("server_start", "busy_wait_s"))
+        return _without_unset(self, handler, ("server_start", "busy_wait_s", "prefix_cache"))
 
 
 class InconclusiveRetry(_Model):
@@ -440,7 +467,7 @@ class GateCheck(_Model):
     case: Case
     # ttft_budget / throughput_budget: run files written before one verdict (#13) used them.
     gate: Literal["requests", "acceptance", "tpot_gain", "latency", "throughput",
-                  "ttft_budget", "throughput_budget"]
+                  "ttft_budget", "throughput_budget", "prefix_cache"]
     metric: str
     unit: str = ""
     higher_is_better: bool
@@ -545,6 +572,25 @@ class TimeBreakdown(_Model):
         return self.wall_s / self.quiet_s if self.quiet_s > 0 else None
 
 
+class ScenarioResult(_Model):
+    """One scenario of a run (config.scenarios): its cases, measured on the scenario's own
+    servers with its own prompts, and the no-spec trials paired with each spec case."""
+
+    kind: Literal["prefix_cache"]
+    cases: list[CaseResult] = Field(default_factory=list)
+    paired_nospec: dict[str, CaseResult] = Field(
+        default_factory=dict, description="per spec case id: the no-spec trials interleaved "
+                                          "with it, on the same prompts")
+
+    @field_validator("cases")
+    @classmethod
+    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
+        return _unique_cases(cases)
+
+    def case(self, case: Case) -> CaseResult | None:
+        return next((c for c in self.cases if c.case == case), None)
+
+
 class RunResult(_Model):
     """The one result object every renderer (console, markdown, JSON, plots) views."""
 
@@ -579,6 +625,9 @@ class RunResult(_Model):
                     "significantly above (the profile's gates.tpot_gain), so `specperf compare` "
                     "judges the gain as the run did",
     )
+    scenarios: list[ScenarioResult] = Field(
+        default_factory=list, description="the profile's [scenarios] this run measured "
+                                          "(docs/scenarios.md)")
 
     @field_validator("cases")
     @classmethod
@@ -588,7 +637,8 @@ class RunResult(_Model):
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_unset(self, handler, ("compare_rules", "retry_inconclusive",
-                                              "time_breakdown", "tpot_gain_floors"))
+                                              "time_breakdown", "tpot_gain_floors",
+                                              "scenarios"))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

@@ -11,7 +11,10 @@ and trials `busy_wait_s`, the seconds waited for a quiet machine; the test kinds
 requests, acceptance, tpot_gain, latency and throughput judged at every case, and the help
 names exit statuses 6 and 7: one verdict, #13; the help lists promote and fetch-nightlies and
 exit status 3, a nightly that learns from its own history, #18; request samples gained the optional
-per-request spec-decode metrics and the chunks that carried tokens, #15).
+per-request spec-decode metrics and the chunks that carried tokens, #15; every profile
+collects test_prefix_cache — its spec configs with [scenarios.prefix_cache], else one skipped
+no-cases item — and the run schema gained the optional scenarios and trials' prefix_cache
+counts, #16).
 """
 
 from __future__ import annotations

@@ -9,7 +9,15 @@ from datetime import datetime
 import numpy as np
 
 from specperf.config.profile import ServerConfig
-from specperf.schemas import Acceptance, Case, CaseResult, LoadResult, Summary, Trial
+from specperf.schemas import (
+    Acceptance,
+    Case,
+    CaseResult,
+    LoadResult,
+    PrefixCacheCounts,
+    Summary,
+    Trial,
+)
 
 
 def summarise(values_s: Sequence[float], scale: float = 1000.0) -> Summary:
@@ -71,6 +79,13 @@ def sum_acceptance(parts: Sequence[Acceptance | None]) -> Acceptance | None:
         lifetime_acceptance_rate=real[-1].lifetime_acceptance_rate,
         lifetime_efficiency=real[-1].lifetime_efficiency,
     )
+
+
+def sum_prefix_cache(parts: Sequence[PrefixCacheCounts | None]) -> PrefixCacheCounts | None:
+    real = [p for p in parts if p is not None]
+    if not real:
+        return None
+    return PrefixCacheCounts(queries=sum(p.queries for p in real), hits=sum(p.hits for p in real))
 
 
 def case_result(

@@ -23,6 +23,7 @@ from specperf.config.boundaries import (
     check_speculative_config,
 )
 from specperf.config.rules import CompareRules
+from specperf.config.scenarios import Scenarios
 from specperf.config.tiny_models import TinyModelsSpec
 
 if sys.version_info >= (3, 11):
@@ -273,6 +274,8 @@ class Profile(_Strict):
                     "minimum effect, alpha, ... (absent: specperf.analysis.compare's defaults)",
     )
     server_configs: list[ServerConfig] = Field(min_length=1)
+    scenarios: Scenarios = Field(default_factory=Scenarios, description="workload-shape "
+                                 "scenarios beside the main matrix (docs/scenarios.md)")
 
     #: Set by load_profile; not part of the file.
     source: Path | None = Field(None, exclude=True)
@@ -319,6 +322,10 @@ class Profile(_Strict):
                 raise ValueError(
                     f"tiny model(s) {unknown} are not defined; defined: {sorted(known)}"
                 )
+        if self.scenarios.prefix_cache is not None and not baselines:
+            raise ValueError("scenarios.prefix_cache compares each spec config's prefix-cache "
+                             "hit rate with the no-spec config's, and the profile has none — "
+                             "fix: add a server config without speculative_config")
         for c in self.server_configs:
             g = self.gates_for(c)
             if g.tpot_gain is not None and c.is_spec and not baselines:
@@ -349,8 +356,10 @@ class Profile(_Strict):
     # or shown, not what is measured, so they are left out of the hashes: tightening a
     # floor or a minimum effect keeps the baseline comparable; changing a model, an
     # argument or the workload does not.
+    # Scenarios run on their own servers with their own prompts: the main matrix's cases
+    # do not depend on them.
     _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
-                                       "source", "server_configs", "concurrencies"}
+                                       "source", "server_configs", "concurrencies", "scenarios"}
     # The contention guard decides which attempts are kept and when they start, not what
     # an attempt measures.
     _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries",

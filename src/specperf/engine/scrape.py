@@ -29,7 +29,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specperf.schemas import Acceptance, SpecDecodeCounters, Unknowable
+from specperf.schemas import Acceptance, PrefixCacheCounts, SpecDecodeCounters, Unknowable
 
 #: Family names as prometheus_client reports them (the `_total` suffix is stripped).
 FAMILIES = {
@@ -44,6 +44,9 @@ V0_GAUGES = {
     "vllm:spec_decode_efficiency": "efficiency",
 }
 V0_EMITTED = "vllm:spec_decode_num_emitted_tokens"
+#: Prompt tokens looked up in the prefix cache, and found (vllm/v1/metrics/loggers.py).
+PREFIX_CACHE = {"vllm:prefix_cache_queries": "prefix_cache_queries",
+                "vllm:prefix_cache_hits": "prefix_cache_hits"}
 
 
 class ScrapeError(RuntimeError):
@@ -59,9 +62,15 @@ def parse_counters(text: str) -> SpecDecodeCounters:
     gauges: dict[str, float | None] = {field: None for field in V0_GAUGES.values()}
     emitted = 0.0
     seen: set[str] = set()
+    prefix = dict.fromkeys(PREFIX_CACHE.values(), 0.0)
+    prefix_present = False
     for family in text_string_to_metric_families(text):
         name = family.name.removesuffix("_total")
-        if name in FAMILIES:
+        if name in PREFIX_CACHE:
+            prefix_present = True
+            prefix[PREFIX_CACHE[name]] += sum(s.value for s in family.samples
+                                              if s.name.endswith("_total"))
+        elif name in FAMILIES:
             seen.add(name)
             for s in family.samples:
                 if s.name.endswith("_total"):
@@ -86,7 +95,8 @@ def parse_counters(text: str) -> SpecDecodeCounters:
         generation="v0" if v0 else "v1",
         has_drafts="vllm:spec_decode_num_drafts" in seen,
         has_per_position=PER_POSITION in seen,
-        num_emitted_tokens=emitted, **gauges)
+        num_emitted_tokens=emitted, **gauges,
+        prefix_cache_present=prefix_present, **prefix)
 
 
 def fetch_counters(base_url: str, timeout_s: float = 10.0) -> SpecDecodeCounters:
@@ -155,3 +165,17 @@ def counter_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> Acce
         accepted_per_position=per_pos,
         missing=missing,
     )
+
+
+def prefix_cache_delta(before: SpecDecodeCounters,
+                       after: SpecDecodeCounters) -> PrefixCacheCounts | None:
+    """Prompt tokens looked up in the prefix cache during a trial, and found there; None
+    when the server serves no prefix-cache counters."""
+    if not after.prefix_cache_present:
+        return None
+    queries = after.prefix_cache_queries - before.prefix_cache_queries
+    hits = after.prefix_cache_hits - before.prefix_cache_hits
+    if queries < 0 or hits < 0:
+        raise ScrapeError("prefix-cache counters went backwards during the trial: the server "
+                          "restarted between two reads")
+    return PrefixCacheCounts(queries=queries, hits=hits)

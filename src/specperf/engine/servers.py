@@ -69,7 +69,7 @@ class FaultInjection:
 @dataclass
 class ServerPool:
     profile: Profile
-    #: Server logs go to run_dir/servers/, the servers' caches under run_dir.
+    #: Server logs go to run_dir/servers/ (or log_dir), the servers' caches under run_dir.
     run_dir: Path
     models_cache: Path
     say: Callable[[str], None] = print
@@ -88,6 +88,9 @@ class ServerPool:
     #: Where the run's time goes: server starts and stops are charged here.
     clock: RunClock = field(default_factory=RunClock)
     _tiny_paths: dict[str, Path] | None = None
+    #: Where server logs go instead of run_dir/servers/ (a scenario's servers: their caches
+    #: and temp files stay in run_dir, whose path vLLM's IPC sockets must keep short).
+    log_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.observer is None:
@@ -119,7 +122,7 @@ class ServerPool:
         cfg = p.config(config_id)
         # A fresh start (confirmation) keeps the first start's log beside its own.
         start = self.starts.get(config_id, 0)
-        log_path = (self.run_dir / "servers"
+        log_path = ((self.log_dir or self.run_dir / "servers")
                     / (f"{config_id}.log" if start == 0 else f"{config_id}.start{start + 1}.log"))
         if importlib.util.find_spec("vllm") is None:
             exc = ServerError(

@@ -32,6 +32,7 @@ from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
+from specperf.engine.scenarios import SCENARIO_KINDS, ScenarioRunner
 from specperf.engine.server import ServerError
 from specperf.engine.servers import FaultInjection, ServerPool
 from specperf.engine.trial_plan import RETRY_BATCH, RETRY_CAP_FACTOR
@@ -43,6 +44,7 @@ from specperf.schemas import (
     GateCheck,
     Provenance,
     RunResult,
+    ScenarioResult,
     ServerRecord,
     utcnow,
 )
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KINDS",
     "RETRY_BATCH",
+    "SCENARIO_KINDS",
     "RETRY_CAP_FACTOR",
     "MeasureError",
     "PerfOptions",
@@ -174,6 +177,13 @@ class PerfSession:
             tpot_gain_wanted=self.tpot_gain_wanted, clock=self.clock,
         )
 
+    @cached_property
+    def scenarios(self) -> ScenarioRunner:
+        """The profile's [scenarios], each on its own servers (engine.scenarios)."""
+        return ScenarioRunner(self.profile, self.options.run_dir, self.options.models_cache,
+                              self.repeats, self.max_outside_cores, busy_wait_s=self.busy_wait_s,
+                              say=self.say, clock=self.clock)
+
     @property
     def baselines(self) -> BaselineContext:
         """The loaded baseline (:meth:`load_baseline`); before that, none."""
@@ -194,6 +204,8 @@ class PerfSession:
 
     def cases_for(self, kind: str) -> list[Case]:
         p = self.profile
+        if kind in SCENARIO_KINDS:
+            return self.scenarios.cases(kind)
         out: list[Case] = []
         for cfg in self.ordered_configs():
             gates = p.gates_for(cfg)
@@ -216,13 +228,19 @@ class PerfSession:
     def select(self, items: Iterable[tuple[str, Case]]) -> None:
         """The (kind, case) of every selected perf item: which cases get measured."""
         for kind, case in items:
+            if kind in SCENARIO_KINDS:  # measured on the scenario's own servers
+                self.scenarios.wanted.setdefault(kind, set()).add(case.config_id)
+                continue
             self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
             if kind == "tpot_gain":
                 self.tpot_gain_wanted.add(case)
 
     def needed_configs(self, kind: str, case: Case) -> list[str]:
         """Server configs an item of this kind needs up: its own, and for the paired
-        TPOT gain the no-spec config too."""
+        TPOT gain the no-spec config too; a scenario's items none (it starts and stops its
+        own)."""
+        if kind in SCENARIO_KINDS:
+            return []
         needed = [case.config_id]
         nospec = self.profile.nospec
         cfg = self.profile.config(case.config_id)
@@ -306,6 +324,10 @@ class PerfSession:
         comparison (engine.measurer: against the baseline, and the paired TPOT gain),
         turned into checks by analysis.gate.from_comparison — what `specperf compare`
         shows for the run file."""
+        if kind in SCENARIO_KINDS:
+            scenario_checks = self.scenarios.evaluate(kind, case)
+            self.checks.extend(scenario_checks)
+            return scenario_checks
         p = self.profile
         gates = p.gates_for(p.config(case.config_id))
         result = self.measure(case)
@@ -347,6 +369,8 @@ class PerfSession:
     def stop_all(self) -> None:
         if "pool" in self.__dict__:
             self.pool.stop_all()
+        if "scenarios" in self.__dict__:
+            self.scenarios.stop_all()
 
     @property
     def server_errors(self) -> dict[str, ServerError]:
@@ -361,6 +385,10 @@ class PerfSession:
     @property
     def results(self) -> dict[Case, CaseResult]:
         return self.measurer.results if "measurer" in self.__dict__ else {}
+
+    @property
+    def scenario_results(self) -> list[ScenarioResult]:
+        return list(self.scenarios.results.values()) if "scenarios" in self.__dict__ else []
 
     def run_result(self) -> RunResult:
         prov = self.get_provenance()
@@ -379,7 +407,7 @@ class PerfSession:
             finished_at=utcnow(),
             cases=cases,
             checks=self.checks,
-            servers=list(self.server_records.values()),
+            servers=[*self.server_records.values(), *self._scenario_servers()],
             paired_nospec={k.id: v for k, v in paired.items()},
             baseline_path=str(ctx.path) if ctx.path else None,
             baseline_note=ctx.note,
@@ -387,7 +415,15 @@ class PerfSession:
             retry_inconclusive=self.retry_cap,
             tpot_gain_floors={k.id: floor for k in paired
                               if (floor := self.measurer.gain_floor(k)) is not None},
+            scenarios=self.scenario_results,
         )
+
+    def _scenario_servers(self) -> list[ServerRecord]:
+        """The scenarios' server starts, named ``<config>@<scenario>``."""
+        if "scenarios" not in self.__dict__:
+            return []
+        return [r.model_copy(update={"config_id": f"{r.config_id}@{kind}"})
+                for kind, pool in self.scenarios.pools.items() for r in pool.records.values()]
 
     def with_time_breakdown(self, run: RunResult) -> RunResult:
         """``run`` with where the wall time went so far (phases still open count up to now)."""

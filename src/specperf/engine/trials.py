@@ -13,7 +13,7 @@ from specperf.engine import contention
 from specperf.engine.clock import REMEASURES, TRIALS, WARMUPS, Phase, RunClock
 from specperf.engine.load import run_load
 from specperf.engine.observer import RunObserver
-from specperf.engine.scrape import counter_delta, fetch_counters
+from specperf.engine.scrape import counter_delta, fetch_counters, prefix_cache_delta
 from specperf.engine.server import VllmServer
 from specperf.engine.servers import ServerPool
 from specperf.schemas import Case, Trial, utcnow
@@ -40,6 +40,8 @@ class TrialRunner:
     #: One for the run: whether the machine stayed busy through a whole wait carries over
     #: from trial to trial.
     waiter: contention.QuietWaiter = field(init=False, repr=False)
+    #: Keep each trial's prefix-cache counter deltas (scenarios.prefix_cache).
+    record_prefix_cache: bool = False
 
     def __post_init__(self) -> None:
         self.waiter = contention.QuietWaiter(self.max_outside_cores, self.busy_wait_s,
@@ -116,5 +118,8 @@ class TrialRunner:
             load = load.model_copy(update={"warmup_requests": warmup_requests})
         cpu_after = contention.take_snapshot(pids)
         after = fetch_counters(self.pool.metrics_url(server))
-        return make_trial(index, started, load, counter_delta(before, after),
-                          outside_cores=contention.measured_outside_cores(cpu_before, cpu_after))
+        trial = make_trial(index, started, load, counter_delta(before, after),
+                           outside_cores=contention.measured_outside_cores(cpu_before, cpu_after))
+        if self.record_prefix_cache:
+            trial = trial.model_copy(update={"prefix_cache": prefix_cache_delta(before, after)})
+        return trial

@@ -32,6 +32,7 @@ from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetai
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
+from specperf.report.scenarios import scenario_text
 from specperf.schemas import (
     Baseline,
     CaseResult,
@@ -313,6 +314,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
         console.print(Text(line, style="yellow"))
     for line in spec_lines(run.cases):
         console.print(Text(line, style="yellow" if line.startswith("instrument") else ""))
+    for line in scenario_text(run):
+        console.print(Text(line))
     if run.checks:
         console.print(checks_table(run))
     for s in run.servers:

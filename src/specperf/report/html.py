@@ -23,6 +23,7 @@ from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.report.console import delta_text, fmt_value, spec_lines, spread_text
 from specperf.report.plots import write_plots
+from specperf.report.scenarios import SCENARIO_HEADERS, scenario_rows, scenario_title
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
 
@@ -293,6 +294,19 @@ def _cases_html(run: RunResult) -> str:
     return f"<h2>Measurements ({len(rows)} cases)</h2>" + box + _table(headers, rows)
 
 
+def _scenarios_html(run: RunResult) -> str:
+    """A table per scenario of the run (report.scenarios); none without."""
+    out = []
+    for s in run.scenarios:
+        num = ' class="num"'
+        rows = ["<tr>" + "".join(f"<td{'' if i == 0 else num}>{_e(v)}</td>"
+                                 for i, v in enumerate(row)) + "</tr>"
+                for row in scenario_rows(s)]
+        out.append(f"<h2>{_e(scenario_title(s.kind))}</h2>"
+                   + _table([(h, i > 0) for i, h in enumerate(SCENARIO_HEADERS)], rows))
+    return "".join(out)
+
+
 def _outside_cell(r: CaseResult, run: RunResult) -> str:
     load = outside_load.case_load(r, run.paired_nospec)
     cls = "num fail" if load.contended else "num"
@@ -376,6 +390,7 @@ def render_html(run: RunResult, comparison: RunComparison | None = None,
     if run.baseline_note:
         body.append(f'<p class="muted">{_e(run.baseline_note)}</p>')
     body.append(_cases_html(run))
+    body.append(_scenarios_html(run))
     body.append(_servers_html(run))
     body.append("<h2>Provenance</h2>")
     body.append(_prov_html(p, "run"))

@@ -29,6 +29,7 @@ from specperf.report.console import (
     spread_text,
     time_lines,
 )
+from specperf.report.scenarios import scenario_markdown
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
 
@@ -279,6 +280,8 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         line = repeats_line(run)
         if line:
             out.append(f"_{md_escape(line)}_\n")
+    if run.scenarios:
+        out.append(scenario_markdown(run, heading))
     if run.time_breakdown is not None:
         out.append(f"_{md_escape(time_lines(run.time_breakdown)[0])}_\n")
     return "\n".join(out)

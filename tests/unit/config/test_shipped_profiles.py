@@ -20,7 +20,7 @@ import pytest
 
 from specperf import plugin
 from specperf.config.profile import TINY_PREFIX, Profile, ShareGPTWorkload, load_profile
-from specperf.engine.session import KINDS
+from specperf.engine.session import KINDS, SCENARIO_KINDS
 from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
 ROOT = REPO_ROOT
@@ -32,23 +32,24 @@ GPU_PROFILES = [n for n in PROFILES if not n.startswith("cpu-")]
 #: (configs × concurrencies for `requests`, spec configs × concurrencies for
 #: `acceptance`, spec configs × concurrencies ≤ max_concurrency for `tpot_gain`, and
 #: configs × concurrencies again for each of `latency` and `throughput`: every case is
-#: judged against the baseline). A change here is a change of what the nightly run
-#: measures: update the number on purpose.
+#: judged against the baseline), then per scenario kind (`prefix_cache`) its spec configs
+#: when the profile has the scenario, else one skipped `no-cases` item. A change here is a
+#: change of what the nightly run measures: update the number on purpose.
 EXPECTED_ITEMS = {
-    # 11 configs × 7 c; 10 spec × 7; 10 spec × 5 (c ≤ 16); 2 × 11 × 7
-    "a100-qwen3-32b": 77 + 70 + 50 + 154,
-    # 3 × 3; 2 × 3; 2 × 1 (c = 1); 2 × 3 × 3
-    "l40s-qwen3-1.7b": 9 + 6 + 2 + 18,
-    # 3 × 4; 2 × 4; 2 × 3 (c ≤ 16); 2 × 3 × 4
-    "h100x4-llama-70b": 12 + 8 + 6 + 24,
-    # 4 × 3; 3 × 3; 3 × 2 (c ≤ 8); 2 × 4 × 3
-    "h100-llama3.1-8b-eagle3": 12 + 9 + 6 + 24,
-    "h100-gpt-oss-120b-eagle3": 12 + 9 + 6 + 24,
-    # 3 × 3; 2 × 3; 2 × 2 (c ≤ 8); 2 × 3 × 3
-    "h100-qwen3-8b-eagle3": 9 + 6 + 4 + 18,
-    "h100-mimo-7b-mtp": 9 + 6 + 4 + 18,
-    # 3 × 3; 2 × 3; 2 × 2 (c ≤ 16); 2 × 3 × 3
-    "h200x8-deepseek-r1-mtp": 9 + 6 + 4 + 18,
+    # 11 configs × 7 c; 10 spec × 7; 10 spec × 5 (c ≤ 16); 2 × 11 × 7; no prefix_cache
+    "a100-qwen3-32b": 77 + 70 + 50 + 154 + 1,
+    # 3 × 3; 2 × 3; 2 × 1 (c = 1); 2 × 3 × 3; no prefix_cache
+    "l40s-qwen3-1.7b": 9 + 6 + 2 + 18 + 1,
+    # 3 × 4; 2 × 4; 2 × 3 (c ≤ 16); 2 × 3 × 4; no prefix_cache
+    "h100x4-llama-70b": 12 + 8 + 6 + 24 + 1,
+    # 4 × 3; 3 × 3; 3 × 2 (c ≤ 8); 2 × 4 × 3; prefix_cache: 3 spec
+    "h100-llama3.1-8b-eagle3": 12 + 9 + 6 + 24 + 3,
+    "h100-gpt-oss-120b-eagle3": 12 + 9 + 6 + 24 + 1,
+    # 3 × 3; 2 × 3; 2 × 2 (c ≤ 8); 2 × 3 × 3; prefix_cache: 2 spec
+    "h100-qwen3-8b-eagle3": 9 + 6 + 4 + 18 + 2,
+    "h100-mimo-7b-mtp": 9 + 6 + 4 + 18 + 1,
+    # 3 × 3; 2 × 3; 2 × 2 (c ≤ 16); 2 × 3 × 3; no prefix_cache
+    "h200x8-deepseek-r1-mtp": 9 + 6 + 4 + 18 + 1,
 }
 
 
@@ -62,6 +63,9 @@ def _expected_items(profile: Profile) -> int:
             n += cfg.is_spec and g.acceptance is not None
             n += cfg.is_spec and g.tpot_gain is not None and c <= g.tpot_gain.max_concurrency
             n += 2  # latency and throughput
+    for kind in SCENARIO_KINDS:
+        spec = [c for c in profile.server_configs if c.is_spec]
+        n += len(spec) if getattr(profile.scenarios, kind) is not None else 1  # 1: no-cases
     return n
 
 
@@ -99,6 +103,11 @@ def test_profile_collects_its_matrix(name: str) -> None:
     assert m and int(m.group(1)) == want, proc.stdout[-500:]
     # Every case id is a config × concurrency of the profile.
     cases = {f"{c.id}-c{n}" for c in profile.server_configs for n in profile.concurrencies}
+    cases.add("no-cases")  # a scenario the profile does not have: one skipped item
+    for kind in SCENARIO_KINDS:
+        scenario = getattr(profile.scenarios, kind)
+        if scenario is not None:
+            cases |= {f"{c.id}-c{scenario.concurrency}" for c in profile.server_configs}
     for line in ids:
         case = line.rsplit("[", 1)[1].rstrip("]")
         assert case in cases, line
@@ -263,6 +272,7 @@ def test_serve_args_are_vllm_arguments(name: str) -> None:
 
 def test_kinds_are_what_the_counts_assume() -> None:
     assert KINDS == ("requests", "acceptance", "tpot_gain", "latency", "throughput")
+    assert SCENARIO_KINDS == ("prefix_cache",)
 
 
 # --- sharding (what the nightly workflow's matrix relies on) ----------------------------

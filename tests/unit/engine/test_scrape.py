@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from specperf.engine.scrape import ScrapeError, counter_delta, parse_counters
+from specperf.engine.scrape import ScrapeError, counter_delta, parse_counters, prefix_cache_delta
+from specperf.schemas import PrefixCacheCounts
 
 
 def exposition(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int],
@@ -62,3 +63,34 @@ def test_counters_that_go_backwards_are_a_scrape_error_not_an_acceptance() -> No
     after = parse_counters(exposition(3, 9, 4, [3, 1, 0]))
     with pytest.raises(ScrapeError, match="went backwards.*num_drafts.*position 0"):
         counter_delta(before, after)
+
+
+def prefix_exposition(queries: int, hits: int, engines: int = 1) -> str:
+    """vLLM's prefix-cache counters (vllm/v1/metrics/loggers.py: per engine, labelled)."""
+    reg = CollectorRegistry()
+    labels = ["model_name", "engine"]
+    q = Counter("vllm:prefix_cache_queries", "", labels, registry=reg)
+    h = Counter("vllm:prefix_cache_hits", "", labels, registry=reg)
+    Counter("vllm:external_prefix_cache_queries", "", labels, registry=reg).labels("m", "0").inc(9)
+    for e in range(engines):
+        q.labels("m", str(e)).inc(queries)
+        h.labels("m", str(e)).inc(hits)
+    return generate_latest(reg).decode()
+
+
+def test_prefix_cache_counters_are_parsed_summed_and_differenced() -> None:
+    before = parse_counters(prefix_exposition(100, 40, engines=2))
+    after = parse_counters(prefix_exposition(400, 280, engines=2))
+    assert before.prefix_cache_present and not before.present
+    assert (before.prefix_cache_queries, before.prefix_cache_hits) == (200, 80)
+    d = prefix_cache_delta(before, after)
+    assert d is not None and (d.queries, d.hits) == (600, 480)
+    assert d.hit_rate == pytest.approx(0.8)
+    # Caching off: vLLM serves both counters and never moves them.
+    off = parse_counters(prefix_exposition(0, 0))
+    assert prefix_cache_delta(off, off) == PrefixCacheCounts(queries=0, hits=0)
+    # A server without them (not vLLM's, or a release that renamed them): unknown.
+    none = parse_counters(exposition(1, 1, 1, [1]))
+    assert not none.prefix_cache_present and prefix_cache_delta(none, none) is None
+    with pytest.raises(ScrapeError, match="went backwards"):
+        prefix_cache_delta(after, before)

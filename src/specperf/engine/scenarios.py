@@ -1,0 +1,303 @@
+"""A run's scenarios (config.scenarios): each on its own servers, with its own prompts.
+
+A scenario is measured whole when its first test asks for it, after the main matrix (the
+plugin orders its items last), and its servers are stopped when it is done. Its
+server configs are the profile's, started from a copy of the profile that the scenario
+changes (:func:`prefix_cache_profile`); server logs go to ``<run dir>/scenarios/<kind>/``.
+
+Prefix caching (``prefix_cache``): every prompt is one shared prefix — a system prompt and
+a few-shot block — and a question of its own. Every server first gets a warm-up round
+(its own questions) that puts the prefix in its cache, then trials in rounds: each round
+sends new questions to the no-spec server and then to each spec server, so both sides of
+the paired gain see the same prompts and the same drift, and no server sees a prompt
+twice (a repeated prompt would hit the cache whole). Each trial keeps the deltas of
+vLLM's prefix-cache counters. A spec case whose gain is wholly below its floor is measured
+again on a fresh server before it may FAIL ([compare] confirm_on_fresh_server), as in the
+main matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specperf.analysis.aggregate import case_result
+from specperf.analysis.scenarios import prefix_cache_checks
+from specperf.config.profile import Profile, ServerConfig
+from specperf.config.scenarios import PREFIX_CACHE_OFF, PREFIX_CACHE_ON, PrefixCacheScenario
+from specperf.engine.clock import RESTARTS, WARMUPS, RunClock
+from specperf.engine.load import run_load
+from specperf.engine.observer import LineObserver, RunObserver
+from specperf.engine.server import ServerError, VllmServer
+from specperf.engine.servers import ServerPool
+from specperf.engine.tiny import synthetic_text
+from specperf.engine.trials import TrialRunner
+from specperf.schemas import Case, CaseResult, GateCheck, ScenarioResult, Trial
+
+__all__ = ["SCENARIO_KINDS", "ScenarioError", "ScenarioRunner", "prefix_cache_profile",
+           "prefix_cache_prompts"]
+
+#: The scenario test kinds, in run order (after the main matrix's).
+SCENARIO_KINDS = ("prefix_cache",)
+
+
+class ScenarioError(RuntimeError):
+    """A scenario (or one of its cases) could not be measured; the message says why."""
+
+
+def prefix_cache_profile(profile: Profile) -> Profile:
+    """The profile the scenario's servers start from: prefix caching on (the profile's
+    ``--no-enable-prefix-caching`` replaced by ``--enable-prefix-caching``), ``requests``
+    measured requests per trial. A server config's own serve_args still come after the
+    profile's, so a config that turns caching off stays off — which the hit-rate check
+    then names."""
+    spec = profile.scenarios.prefix_cache
+    assert spec is not None
+    args = [a for a in profile.serve_args if a not in (PREFIX_CACHE_OFF, PREFIX_CACHE_ON)]
+    load = profile.load.model_copy(update={"requests": spec.requests,
+                                           "min_requests_per_stream": 0})
+    return profile.model_copy(update={"serve_args": [*args, PREFIX_CACHE_ON], "load": load})
+
+
+def prefix_cache_prompts(spec: PrefixCacheScenario, round_: int, n: int) -> list[str]:
+    """Round ``round_``'s ``n`` prompts: the shared prefix and a question each. Round -1 is
+    the warm-up; no two (round, index) pairs share a question."""
+    base = spec.seed * 1_000_003
+    prefix = synthetic_text(base + 1, spec.system_words)
+    if spec.few_shot_words:
+        prefix += "\n\n" + synthetic_text(base + 2, spec.few_shot_words)
+    return [f"{prefix}\n\n{synthetic_text(base + 10_007 * (round_ + 2) + i, spec.question_words)}"
+            for i in range(n)]
+
+
+#: Rounds apart of a re-measured attempt's prompts (repeats stay far below it).
+_RETRY_ROUNDS = 1000
+
+
+@dataclass
+class _RoundPrompts:
+    """The prompts of a trial: the round's on its first attempt; new questions on an
+    attempt the contention guard measures again (the server has the round's prompts in
+    its cache by then, and would find them there whole)."""
+
+    spec: PrefixCacheScenario
+    round_: int = 0
+    calls: int = 0
+
+    def start(self, round_: int) -> None:
+        self.round_, self.calls = round_, 0
+
+    def __call__(self) -> list[str]:
+        n = self.calls
+        self.calls += 1
+        return prefix_cache_prompts(self.spec, self.round_ + _RETRY_ROUNDS * n,
+                                    self.spec.requests)
+
+
+@dataclass
+class _Config:
+    cfg: ServerConfig
+    server: VllmServer | None = None
+    trials: list[Trial] = field(default_factory=list)
+    paired: list[Trial] = field(default_factory=list)
+    error: str | None = None
+    start: int | None = None
+
+
+@dataclass
+class ScenarioRunner:
+    profile: Profile
+    run_dir: Path
+    models_cache: Path
+    repeats: int
+    max_outside_cores: float
+    busy_wait_s: float = 0.0
+    say: Callable[[str], None] = print
+    clock: RunClock = field(default_factory=RunClock)
+    observer: RunObserver | None = None
+    results: dict[str, ScenarioResult] = field(default_factory=dict)
+    #: Per scenario kind, per spec case id: its checks (measured and judged).
+    checks: dict[str, dict[str, list[GateCheck]]] = field(default_factory=dict)
+    #: Per scenario kind, per case id: why it could not be measured.
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The scenario's servers' records, for the run file.
+    pools: dict[str, ServerPool] = field(default_factory=dict)
+    #: Per scenario kind, the spec configs whose items were selected (a shard's, `-k`);
+    #: absent: all of them.
+    wanted: dict[str, set[str]] = field(default_factory=dict)
+
+    def cases(self, kind: str) -> list[Case]:
+        """The scenario's test cases: its spec configs at its concurrency."""
+        spec = getattr(self.profile.scenarios, kind, None)
+        if spec is None:
+            return []
+        return [Case(config_id=c.id, concurrency=spec.concurrency)
+                for c in self.profile.server_configs if c.is_spec]
+
+    def evaluate(self, kind: str, case: Case) -> list[GateCheck]:
+        """The case's checks, measuring the whole scenario first if need be; raises
+        ScenarioError or ServerError when the case could not be measured."""
+        if kind not in self.results and kind not in self.errors:
+            if kind != "prefix_cache":
+                raise ValueError(f"unknown scenario {kind!r}; known: {SCENARIO_KINDS}")
+            self._prefix_cache()
+        why = self.errors.get(kind, {}).get(case.id) or self.errors.get(kind, {}).get("*")
+        if why is not None:
+            raise ScenarioError(f"case {case.id}: {kind} scenario: {why}")
+        checks = self.checks.get(kind, {}).get(case.id)
+        if not checks:
+            raise ScenarioError(f"case {case.id}: {kind} scenario: it was not measured")
+        return checks
+
+    def stop_all(self) -> None:
+        for pool in self.pools.values():
+            pool.stop_all()
+
+    # -- prefix caching ------------------------------------------------------------
+
+    def _prefix_cache(self) -> None:
+        kind = "prefix_cache"
+        spec = self.profile.scenarios.prefix_cache
+        assert spec is not None
+        prof = prefix_cache_profile(self.profile)
+        view = self.observer or LineObserver(self.say)
+        # Logs in the scenario's own directory; caches and temp files in the run's, whose
+        # path is as short as the main servers' (vLLM's IPC socket paths in TMPDIR must
+        # stay under 108 bytes).
+        logs = self.run_dir / "scenarios" / kind / "servers"
+        pool = ServerPool(prof, self.run_dir, self.models_cache, say=self.say, observer=view,
+                          clock=self.clock, log_dir=logs)
+        self.pools[kind] = pool
+        prompts = _RoundPrompts(spec)
+        runner = TrialRunner(prof, pool, view, prompts, self.max_outside_cores,
+                             busy_wait_s=self.busy_wait_s, say=self.say, clock=self.clock,
+                             record_prefix_cache=True)
+        errors = self.errors.setdefault(kind, {})
+        c = spec.concurrency
+        repeats = spec.repeats or self.repeats
+        nospec_cfg = prof.nospec
+        assert nospec_cfg is not None  # the profile refuses the scenario without one
+        self.say(f"specperf: scenario prefix_cache: a {spec.prefix_words}-word shared prefix "
+                 f"+ {spec.question_words}-word questions, {spec.requests} requests a trial, "
+                 f"{repeats} trial(s) per config at concurrency {c}, prefix caching on "
+                 f"(server logs: {logs})")
+        try:
+            nospec = _Config(nospec_cfg, self._started(pool, nospec_cfg.id, spec, c))
+        except (ServerError, RuntimeError) as exc:
+            errors["*"] = f"the no-spec reference {nospec_cfg.id!r} could not be measured: {exc}"
+            pool.stop_all()
+            return
+        specs = []
+        wanted = self.wanted.get(kind)
+        for cfg in prof.server_configs:
+            if not cfg.is_spec or (wanted is not None and cfg.id not in wanted):
+                continue
+            run = _Config(cfg)
+            try:
+                run.server = self._started(pool, cfg.id, spec, c)
+            except (ServerError, RuntimeError) as exc:
+                errors[Case(config_id=cfg.id, concurrency=c).id] = str(exc)
+                continue
+            specs.append(run)
+        try:
+            for r in range(repeats):
+                self._round(runner, prompts, spec, r, nospec, specs, c)
+            result = self._result(prof, spec, nospec, specs, c)
+            checks = self._judge(prof, spec, result)
+            flagged = [s for s in specs if any(
+                ch.outcome == "fail" and ch.metric != "prefix-cache hit rate"
+                for ch in checks.get(Case(config_id=s.cfg.id, concurrency=c).id, []))]
+            if flagged and prof.compare.confirm_on_fresh_server:
+                self._confirm(pool, runner, prompts, spec, nospec, flagged, repeats, c)
+                result = self._result(prof, spec, nospec, specs, c)
+                checks = self._judge(prof, spec, result)
+        except (ServerError, RuntimeError) as exc:
+            errors["*"] = f"measuring failed: {exc}"
+            return
+        finally:
+            pool.stop_all()
+        self.results[kind] = result
+        self.checks[kind] = checks
+
+    def _started(self, pool: ServerPool, config_id: str, spec: PrefixCacheScenario,
+                 c: int) -> VllmServer:
+        """The config's server, started and warmed: a round of its own questions puts the
+        shared prefix in its cache before any trial reads the counters."""
+        server = pool.server_for(config_id)
+        model = server.argv[server.argv.index("--model") + 1]
+        p = pool.profile
+        n = max(p.load.warmup_requests, 1)
+        with self.clock.phase(WARMUPS):
+            run_load(pool.load_url(server), model, prefix_cache_prompts(spec, -1, n),
+                     p.sampling, c, 0, warmup_requests=n,
+                     request_timeout_s=p.load.request_timeout_s)
+        return server
+
+    def _round(self, runner: TrialRunner, prompts: _RoundPrompts, spec: PrefixCacheScenario,
+               index: int, nospec: _Config, specs: list[_Config], c: int) -> None:
+        """One trial of the no-spec server and of every spec server, on round ``index``'s
+        prompts."""
+        assert nospec.server is not None
+        prompts.start(index)
+        trial = runner.trial(nospec.server, c, index, warmup=False)
+        nospec.trials.append(trial)
+        for s in specs:
+            assert s.server is not None
+            s.paired.append(trial)
+            prompts.start(index)
+            t = runner.trial(s.server, c, index, warmup=False)
+            s.trials.append(t if s.start is None else t.model_copy(update={"server_start": s.start}))
+
+    def _confirm(self, pool: ServerPool, runner: TrialRunner, prompts: _RoundPrompts,
+                 spec: PrefixCacheScenario, nospec: _Config, flagged: list[_Config],
+                 repeats: int, c: int) -> None:
+        """The flagged spec configs' servers started again fresh, and measured again for
+        as many rounds (with new paired no-spec trials); the trials say which start."""
+        for s in flagged:
+            self.say(f"specperf: scenario prefix_cache: {s.cfg.id}: TPOT gain wholly below its "
+                     "floor — confirming on a fresh server")
+            try:
+                with self.clock.phase(RESTARTS, whole=True):
+                    pool.restart(s.cfg.id)
+                s.server = self._started(pool, s.cfg.id, spec, c)
+            except (ServerError, RuntimeError) as exc:
+                self.say(f"specperf: scenario prefix_cache: {s.cfg.id}: the fresh server did "
+                         f"not start ({exc}); the first start's measurement stands")
+                continue
+            s.trials = [t.model_copy(update={"server_start": 0}) for t in s.trials]
+            s.start = 1
+            first = len(s.trials)
+            for r in range(repeats):
+                self._round(runner, prompts, spec, first + r, nospec, [s], c)
+
+    def _result(self, prof: Profile, spec: PrefixCacheScenario, nospec: _Config,
+                specs: list[_Config], c: int) -> ScenarioResult:
+        assert nospec.server is not None
+        n_case = Case(config_id=nospec.cfg.id, concurrency=c)
+        cases: list[CaseResult] = []
+        if nospec.trials:
+            cases.append(case_result(n_case, nospec.cfg, nospec.trials, nospec.server.version,
+                                     prof.config_hash(nospec.cfg)))
+        paired: dict[str, CaseResult] = {}
+        for s in specs:
+            if not s.trials or s.server is None:
+                continue
+            case = Case(config_id=s.cfg.id, concurrency=c)
+            cases.append(case_result(case, s.cfg, s.trials, s.server.version,
+                                     prof.config_hash(s.cfg)))
+            paired[case.id] = case_result(n_case, nospec.cfg, s.paired, nospec.server.version,
+                                          prof.config_hash(nospec.cfg))
+        return ScenarioResult(kind="prefix_cache", cases=cases, paired_nospec=paired)
+
+    def _judge(self, prof: Profile, spec: PrefixCacheScenario,
+               result: ScenarioResult) -> dict[str, list[GateCheck]]:
+        floors: dict[str, float | None] = {}
+        for cr in result.cases:
+            cfg = prof.config(cr.case.config_id)
+            g = prof.gates_for(cfg).tpot_gain
+            floors[cr.case.id] = (g.ratio_at(cr.case.concurrency)
+                                  if cfg.is_spec and g is not None
+                                  and cr.case.concurrency <= g.max_concurrency else None)
+        return prefix_cache_checks(result, spec, floors, prof.compare)
+

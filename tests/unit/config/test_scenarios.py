@@ -1,0 +1,81 @@
+"""[scenarios]: each bad field is refused naming the file, the field and the fix; a scenario
+does not change what the main matrix measures (the profile hash)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specperf.config.profile import ProfileError, load_profile
+from specperf.config.scenarios import PrefixCacheScenario, Scenarios
+from tests.support import CPU_CI_PROFILE
+
+PREFIX = "\n[scenarios.prefix_cache]\n"
+
+
+def _with(tmp_path: Path, table: str, *, drop_nospec: bool = False) -> Path:
+    text = CPU_CI_PROFILE.read_text()
+    if drop_nospec:
+        text = text.replace('[[server_configs]]\nid = "nospec"\n', "", 1)
+    # Top-level tables go before the first [[server_configs]] array of tables.
+    at = text.index("[[server_configs]]")
+    path = tmp_path / "p.toml"
+    path.write_text(text[:at] + table + "\n" + text[at:])
+    return path
+
+
+def test_a_prefix_cache_table_loads_with_its_defaults(tmp_path: Path) -> None:
+    p = load_profile(_with(tmp_path, PREFIX + "requests = 4\n"))
+    spec = p.scenarios.prefix_cache
+    assert spec == PrefixCacheScenario(requests=4)
+    assert spec.prefix_words == spec.system_words + spec.few_shot_words
+    assert p.scenarios.kinds == ["prefix_cache"]
+    assert load_profile(CPU_CI_PROFILE).scenarios == Scenarios()
+    assert Scenarios().kinds == []
+
+
+def test_a_scenario_leaves_the_profile_hash_alone(tmp_path: Path) -> None:
+    """Baselines of the main matrix stay comparable when a scenario is added or tuned."""
+    plain = load_profile(CPU_CI_PROFILE)
+    with_it = load_profile(_with(tmp_path, PREFIX + "requests = 4\n"))
+    assert with_it.hash() == plain.hash()
+    assert all(with_it.config_hash(c) == plain.config_hash(c) for c in plain.server_configs)
+
+
+@pytest.mark.parametrize(("body", "field", "says"), [
+    ("hit_rate_tolernace = 0.1\n", "scenarios.prefix_cache.hit_rate_tolernace",
+     "allowed here: seed, system_words"),
+    ("hit_rate_tolerance = 1.5\n", "scenarios.prefix_cache.hit_rate_tolerance",
+     "less than or equal to 1"),
+    ("hit_rate_tolerance = nan\n", "scenarios.prefix_cache.hit_rate_tolerance", "finite"),
+    ("requests = 0\n", "scenarios.prefix_cache.requests", "greater than or equal to 1"),
+    ("concurrency = 0\n", "scenarios.prefix_cache.concurrency", "greater than or equal to 1"),
+    ("system_words = 0\n", "scenarios.prefix_cache.system_words", "greater than or equal to 1"),
+], ids=["typo", "tolerance-above-1", "tolerance-nan", "no-requests", "no-concurrency",
+        "no-prefix"])
+def test_a_bad_field_is_named(tmp_path: Path, body: str, field: str, says: str) -> None:
+    path = _with(tmp_path, PREFIX + body)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"field `{field}`" in msg and says in msg, msg
+
+
+def test_an_unknown_scenario_is_named(tmp_path: Path) -> None:
+    path = _with(tmp_path, "\n[scenarios.prefix_caching]\nrequests = 4\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert "field `scenarios.prefix_caching`" in str(err.value)
+    assert "allowed here: prefix_cache" in str(err.value)
+
+
+def test_prefix_cache_needs_a_no_spec_reference(tmp_path: Path) -> None:
+    path = _with(tmp_path, PREFIX + "requests = 4\n", drop_nospec=True)
+    text = path.read_text().replace("[gates.tpot_gain]\nmax_concurrency = 1\nmin_ratio = 0.2\n",
+                                    "")
+    path.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert "scenarios.prefix_cache" in msg and "no-spec" in msg and "fix:" in msg, msg

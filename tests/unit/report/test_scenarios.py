@@ -1,0 +1,60 @@
+"""A run's scenarios in the reports (console, markdown, HTML), and run files without
+scenarios staying byte-identical."""
+
+from __future__ import annotations
+
+import json
+
+from specperf.report.console import render_run
+from specperf.report.html import render_html
+from specperf.report.markdown import render_markdown
+from specperf.report.scenarios import scenario_rows, scenario_text
+from specperf.schemas import PrefixCacheCounts, RunResult, ScenarioResult
+from tests.support import CPU_TINY_RUN, make_case, make_run
+
+
+def _with_counts(case, queries: float, hits: float):
+    trials = [t.model_copy(update={"prefix_cache": PrefixCacheCounts(queries=queries, hits=hits)})
+              for t in case.trials]
+    return case.model_copy(update={"trials": trials})
+
+
+def _scenario_run() -> RunResult:
+    nospec = _with_counts(make_case("nospec", spec=False, tpot_s=0.03), 2176, 1920)
+    draft = _with_counts(make_case("draft-k2", tpot_s=0.02), 2176, 1904)
+    off = _with_counts(make_case("draft-off", tpot_s=0.02), 0, 0)
+    scenario = ScenarioResult(kind="prefix_cache", cases=[nospec, draft, off],
+                              paired_nospec={"draft-k2-c1": nospec, "draft-off-c1": nospec})
+    return make_run([], scenarios=[scenario])
+
+
+def test_the_rows_show_hit_rates_and_the_gain_per_config() -> None:
+    [s] = _scenario_run().scenarios
+    rows = {r[0]: r for r in scenario_rows(s)}
+    assert rows["nospec-c1"][1:3] == ["88.2 %", "1920 / 2176"]
+    assert rows["draft-k2-c1"][1:3] == ["87.5 %", "1904 / 2176"]
+    assert rows["draft-off-c1"][1] == "off (no lookups)"
+    assert rows["draft-k2-c1"][5] == "1.50×" and rows["nospec-c1"][5] == "—"
+
+
+def test_console_markdown_and_html_show_the_scenario() -> None:
+    run = _scenario_run()
+    assert scenario_text(run)[0] == "Scenario: prefix caching (shared prefix, caching on)"
+    assert "Scenario: prefix caching" in render_run(run, width=160, color=False)
+    md = render_markdown(run)
+    assert "Scenario: prefix caching" in md and "| draft-off-c1 | off (no lookups) |" in md
+    assert "Scenario: prefix caching" in render_html(run, plots={}, make_plots=False)
+
+
+def test_a_run_without_scenarios_serialises_as_before() -> None:
+    """Old run files load, and a run without scenarios or prefix counts writes neither key."""
+    raw = json.loads(CPU_TINY_RUN.read_text())
+    run = RunResult.model_validate(raw)
+    assert run.scenarios == [] and scenario_text(run) == []
+    out = json.loads(run.model_dump_json())
+    assert "scenarios" not in out
+    assert all("prefix_cache" not in t for c in out["cases"] for t in c["trials"])
+    assert "Scenario:" not in render_markdown(run)
+    again = RunResult.model_validate_json(_scenario_run().model_dump_json())
+    assert again.scenarios[0].cases[1].trials[0].prefix_cache == PrefixCacheCounts(
+        queries=2176, hits=1904)

@@ -272,8 +272,9 @@ def perf_options(config: pytest.Config) -> PerfOptions:
     json_opt = config.getoption("--perf-json")
     base_opt = config.getoption("--perf-baselines")
     models_opt = config.getoption("--perf-models-cache") or env.models_cache
-    fault = (FaultInjection(env.proxy_delay_ms, tuple(env.proxy_config_ids()))
-             if env.fault_injection and env.proxy_delay_ms is not None else None)
+    fault = (FaultInjection(env.proxy_delay_ms or 0.0, tuple(env.proxy_config_ids()),
+                            growth_ms_per_s=env.proxy_delay_growth_ms or 0.0)
+             if env.fault_injection else None)
     return PerfOptions(
         profile=profile,
         rootdir=rootdir,
@@ -472,7 +473,7 @@ class PerfRun:
         with ps.clock.phase(SHUTDOWN):
             ps.stop_all()
             stop_all_servers()  # also any server interrupted while it was still starting
-        if not ps.results and not ps.server_errors:
+        if not ps.results and not ps.server_errors and not ps.scenarios_ran:
             return
         with ps.clock.phase(REPORTS):
             # Here: compare loads scipy, which only a run that measured something needs.
@@ -514,7 +515,8 @@ class PerfRun:
         fault = ps.options.fault
         # A zero-delay proxy with no fault mode is the reference an injected run is judged
         # against (the proxy itself costs TPOT): it may be kept; any real fault may not.
-        reference = fault is not None and fault.delay_ms == 0 and not fault.modes
+        reference = (fault is not None and fault.delay_ms == 0 and not fault.modes
+                     and not fault.growth_ms_per_s)
         if ps.options.update_baselines and fault is not None and not reference:
             ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
         elif ps.options.update_baselines and ctx.path is not None:
@@ -608,6 +610,10 @@ _NO_CASES = {
                  "max_concurrency to check the TPOT gain",
     "latency": "the profile has no server config or concurrency",
     "throughput": "the profile has no server config or concurrency",
+    "soak": "the profile has no [scenarios.soak] table — add one to run a long-run "
+            "(drift) case (docs/scenarios.md)",
+    "ramp": "the profile has no [scenarios.ramp] table — add one to run the concurrency ramp "
+            "(docs/scenarios.md)",
 }
 
 

@@ -23,6 +23,7 @@ from specperf.config.boundaries import (
     check_speculative_config,
 )
 from specperf.config.rules import CompareRules
+from specperf.config.scenarios import Scenarios
 from specperf.config.tiny_models import TinyModelsSpec
 
 if sys.version_info >= (3, 11):
@@ -273,6 +274,8 @@ class Profile(_Strict):
                     "minimum effect, alpha, ... (absent: specperf.analysis.compare's defaults)",
     )
     server_configs: list[ServerConfig] = Field(min_length=1)
+    scenarios: Scenarios | None = Field(None, description="workload shapes beyond the case "
+                                                          "matrix (docs/scenarios.md)")
 
     #: Set by load_profile; not part of the file.
     source: Path | None = Field(None, exclude=True)
@@ -319,6 +322,18 @@ class Profile(_Strict):
                 raise ValueError(
                     f"tiny model(s) {unknown} are not defined; defined: {sorted(known)}"
                 )
+        known_ids = set(ids)
+        for table, cid in (self.scenarios.configs() if self.scenarios else []):
+            if cid not in known_ids:
+                raise ValueError(
+                    f"scenarios.{table}.config = {cid!r} is not a server config of this "
+                    f"profile — fix: use one of {', '.join(ids)}")
+        for ramp in self.scenarios.ramp if self.scenarios else []:
+            if ramp.burst_concurrency is None and max(self.concurrencies) < 2:
+                raise ValueError(
+                    f"scenarios.ramp on {ramp.config!r} needs a burst above concurrency 1, and "
+                    f"the profile's highest concurrency is {max(self.concurrencies)} — fix: set "
+                    "its burst_concurrency")
         for c in self.server_configs:
             g = self.gates_for(c)
             if g.tpot_gain is not None and c.is_spec and not baselines:
@@ -349,8 +364,11 @@ class Profile(_Strict):
     # or shown, not what is measured, so they are left out of the hashes: tightening a
     # floor or a minimum effect keeps the baseline comparable; changing a model, an
     # argument or the workload does not.
+    # Scenarios are judged within their own run (a trend, one phase against another), never
+    # against the baseline's cases, so adding one keeps the matrix's baselines usable.
     _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
-                                       "source", "server_configs", "concurrencies"}
+                                       "source", "server_configs", "concurrencies",
+                                       "scenarios"}
     # The contention guard decides which attempts are kept and when they start, not what
     # an attempt measures.
     _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries",

@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specperf.analysis import gate
+from specperf.analysis import gate, trend
 from specperf.config.profile import Profile, ServerConfig, load_profile
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
@@ -34,6 +34,7 @@ from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.server import ServerError
 from specperf.engine.servers import FaultInjection, ServerPool
+from specperf.engine.soak import ScenarioRunner, ramp_case, soak_case
 from specperf.engine.trial_plan import RETRY_BATCH, RETRY_CAP_FACTOR
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import (
@@ -43,6 +44,7 @@ from specperf.schemas import (
     GateCheck,
     Provenance,
     RunResult,
+    ScenarioResults,
     ServerRecord,
     utcnow,
 )
@@ -63,7 +65,10 @@ __all__ = [
 ]
 
 #: Test kinds, in the order their items run within a case.
-KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput")
+KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput", "soak", "ramp")
+#: Kinds that are a scenario of their own ([scenarios] in the profile): measured by
+#: specperf.engine.soak, not by the case measurer.
+SCENARIO_KINDS = ("soak", "ramp")
 
 
 class SessionError(ValueError):
@@ -111,6 +116,8 @@ class PerfSession:
     _baselines: BaselineContext | None = None
     _provenance: Provenance | None = None
     _prompts: list[str] | None = None
+    #: What the soak and ramp scenarios measured, in the order they ran.
+    scenario_results: ScenarioResults = field(default_factory=ScenarioResults)
 
     def __post_init__(self) -> None:
         if self.progress is None:
@@ -194,6 +201,12 @@ class PerfSession:
 
     def cases_for(self, kind: str) -> list[Case]:
         p = self.profile
+        if kind in SCENARIO_KINDS:
+            if p.scenarios is None:
+                return []
+            if kind == "soak":
+                return [soak_case(s) for s in p.scenarios.soak]
+            return [ramp_case(r) for r in p.scenarios.ramp]
         out: list[Case] = []
         for cfg in self.ordered_configs():
             gates = p.gates_for(cfg)
@@ -216,6 +229,8 @@ class PerfSession:
     def select(self, items: Iterable[tuple[str, Case]]) -> None:
         """The (kind, case) of every selected perf item: which cases get measured."""
         for kind, case in items:
+            if kind in SCENARIO_KINDS:
+                continue  # its own load on its server (specperf.engine.soak)
             self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
             if kind == "tpot_gain":
                 self.tpot_gain_wanted.add(case)
@@ -224,6 +239,8 @@ class PerfSession:
         """Server configs an item of this kind needs up: its own, and for the paired
         TPOT gain the no-spec config too."""
         needed = [case.config_id]
+        if kind in SCENARIO_KINDS:
+            return needed
         nospec = self.profile.nospec
         cfg = self.profile.config(case.config_id)
         wanted = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
@@ -307,6 +324,10 @@ class PerfSession:
         turned into checks by analysis.gate.from_comparison — what `specperf compare`
         shows for the run file."""
         p = self.profile
+        if kind in SCENARIO_KINDS:
+            checks = self.evaluate_scenario(kind, case)
+            self.checks.extend(checks)
+            return checks
         gates = p.gates_for(p.config(case.config_id))
         result = self.measure(case)
         ctx = self.baselines
@@ -338,6 +359,25 @@ class PerfSession:
         self.checks.extend(checks)
         return checks
 
+    def evaluate_scenario(self, kind: str, case: Case) -> list[GateCheck]:
+        """Run the profile's soak or ramp of this case on its server and judge it
+        (specperf.analysis.trend); raises ServerError or ScrapeError."""
+        p = self.profile
+        assert p.scenarios is not None
+        runner = ScenarioRunner(p, self.pool, self.prompts, say=self.say, clock=self.clock)
+        limit = self.max_outside_cores
+        if kind == "soak":
+            scenario = next(s for s in p.scenarios.soak if soak_case(s) == case)
+            soak = runner.soak(scenario)
+            soak = soak.model_copy(update={
+                "fits": trend.soak_fits(soak.windows, scenario, limit)})
+            self.scenario_results.soak.append(soak)
+            return trend.soak_checks(soak)
+        ramp_scenario = next(r for r in p.scenarios.ramp if ramp_case(r) == case)
+        ramp = runner.ramp(ramp_scenario)
+        self.scenario_results.ramp.append(ramp)
+        return trend.ramp_checks(ramp, p.config(ramp.case.config_id), p.compare, limit)
+
     # -- servers --------------------------------------------------------------------
 
     def stop_server(self, config_id: str) -> None:
@@ -357,6 +397,10 @@ class PerfSession:
         return self.pool.records if "pool" in self.__dict__ else {}
 
     # -- the run file ---------------------------------------------------------------
+
+    @property
+    def scenarios_ran(self) -> bool:
+        return bool(self.scenario_results.soak or self.scenario_results.ramp)
 
     @property
     def results(self) -> dict[Case, CaseResult]:
@@ -387,6 +431,7 @@ class PerfSession:
             retry_inconclusive=self.retry_cap,
             tpot_gain_floors={k.id: floor for k in paired
                               if (floor := self.measurer.gain_floor(k)) is not None},
+            scenarios=self.scenario_results if self.scenarios_ran else None,
         )
 
     def with_time_breakdown(self, run: RunResult) -> RunResult:

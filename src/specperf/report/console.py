@@ -32,6 +32,7 @@ from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetai
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
+from specperf.report import scenarios
 from specperf.schemas import (
     Baseline,
     CaseResult,
@@ -313,6 +314,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
         console.print(Text(line, style="yellow"))
     for line in spec_lines(run.cases):
         console.print(Text(line, style="yellow" if line.startswith("instrument") else ""))
+    for renderable in scenario_renderables(run):
+        console.print(renderable)
     if run.checks:
         console.print(checks_table(run))
     for s in run.servers:
@@ -329,6 +332,30 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
     if busy:
         console.print(Text(busy, style="magenta"))
     return _text(buf)
+
+
+def _rows_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for h in headers:
+        table.add_column(h.rstrip(">"), justify="right" if h.endswith(">") else "left")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return table
+
+
+def scenario_renderables(run: RunResult) -> list[RenderableType]:
+    """The soak's windows with its trends, the ramp's phases side by side."""
+    if run.scenarios is None:
+        return []
+    out: list[RenderableType] = []
+    for soak in run.scenarios.soak:
+        out.append(_rows_table(scenarios.soak_title(soak), scenarios.SOAK_HEADERS,
+                               scenarios.soak_rows(soak)))
+        out += [Text(scenarios.fit_line(f), style=OUTCOME_STYLE[f.outcome]) for f in soak.fits]
+    for ramp in run.scenarios.ramp:
+        out.append(_rows_table(scenarios.ramp_title(ramp), scenarios.RAMP_HEADERS,
+                               scenarios.ramp_rows(ramp)))
+    return out
 
 
 def render_baseline(baseline: Baseline, width: int | None = None,

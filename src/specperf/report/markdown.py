@@ -21,6 +21,7 @@ from specperf.analysis.power import repeats_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.config import settings
+from specperf.report import scenarios
 from specperf.report.console import (
     delta_text,
     fmt_value,
@@ -279,8 +280,32 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
         line = repeats_line(run)
         if line:
             out.append(f"_{md_escape(line)}_\n")
+    section = scenarios_markdown(run, heading=heading)
+    if section:
+        out.append(section)
     if run.time_breakdown is not None:
         out.append(f"_{md_escape(time_lines(run.time_breakdown)[0])}_\n")
+    return "\n".join(out)
+
+
+def scenarios_markdown(run: RunResult, *, heading: str = "###") -> str:
+    """The soak's windows with each trend's slope and interval; the ramp's phases side by
+    side ('' for a run without scenarios)."""
+    if run.scenarios is None:
+        return ""
+    out = []
+
+    def row(cells: list[str]) -> list[str]:
+        return [md_escape(c) for c in cells]
+
+    for soak in run.scenarios.soak:
+        out.append(f"{heading} {md_escape(scenarios.soak_title(soak))}\n")
+        out += [f"- {md_escape(scenarios.fit_line(f))}" for f in soak.fits]
+        out.append("")
+        out.append(md_table(scenarios.SOAK_HEADERS, scenarios.soak_rows(soak), row, None, ""))
+    for ramp in run.scenarios.ramp:
+        out.append(f"{heading} {md_escape(scenarios.ramp_title(ramp))}\n")
+        out.append(md_table(scenarios.RAMP_HEADERS, scenarios.ramp_rows(ramp), row, None, ""))
     return "\n".join(out)
 
 

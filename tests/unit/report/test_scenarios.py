@@ -60,3 +60,8 @@ def test_the_soak_chart_is_written_with_the_other_views(tmp_path: Path) -> None:
 def test_soak_scenario_defaults_are_stated() -> None:
     s = SoakScenario(config="x", duration_s=50, window_s=10)
     assert (s.concurrency, s.min_windows, s.confidence) == (1, 5, 0.95)
+
+
+def test_the_html_page_embeds_the_soak_chart(tmp_path: Path) -> None:
+    write_all(scenario_run(), tmp_path)
+    assert 'alt="Soak: acceptance and TPOT per window"' in (tmp_path / "report.html").read_text()

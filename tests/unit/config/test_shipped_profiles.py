@@ -92,11 +92,16 @@ def test_profile_collects_its_matrix(name: str) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    # A scenario kind the profile has no table for is one skipped `[no-cases]` item; one it
+    # has is one item per scenario.
+    lines = [line for line in proc.stdout.splitlines() if "::" in line]
+    ids = [line for line in lines if not line.endswith("[no-cases]")]
+    sc = profile.scenarios
+    want += len(sc.soak) + len(sc.ramp) if sc is not None else 0
     assert len(ids) == want, f"{name}: collected {len(ids)} items, expected {want}\n{proc.stdout}"
     assert len(set(ids)) == len(ids)
     m = re.search(r"(\d+) tests? collected", proc.stdout)
-    assert m and int(m.group(1)) == want, proc.stdout[-500:]
+    assert m and int(m.group(1)) == len(lines), proc.stdout[-500:]
     # Every case id is a config × concurrency of the profile.
     cases = {f"{c.id}-c{n}" for c in profile.server_configs for n in profile.concurrencies}
     for line in ids:
@@ -262,7 +267,8 @@ def test_serve_args_are_vllm_arguments(name: str) -> None:
 
 
 def test_kinds_are_what_the_counts_assume() -> None:
-    assert KINDS == ("requests", "acceptance", "tpot_gain", "latency", "throughput")
+    assert KINDS == ("requests", "acceptance", "tpot_gain", "latency", "throughput", "soak",
+                     "ramp")
 
 
 # --- sharding (what the nightly workflow's matrix relies on) ----------------------------
@@ -288,7 +294,8 @@ def test_a100_shards_collect_the_whole_matrix_once() -> None:
             cwd=ROOT, capture_output=True, text=True, timeout=300,
         )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        return [ln for ln in proc.stdout.splitlines() if "::" in ln]
+        return [ln for ln in proc.stdout.splitlines()
+                if "::" in ln and not ln.endswith("[no-cases]")]
 
     one, two = collect("--perf-shard", "1/2"), collect("--perf-shard", "2/2")
     assert one and two and not set(one) & set(two)

@@ -39,6 +39,7 @@ from specperf.engine.session import (
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
     SCENARIO_KINDS,
+    TIME_SCENARIO_KINDS,
     PerfOptions,
     PerfSession,
     SessionError,
@@ -273,8 +274,9 @@ def perf_options(config: pytest.Config) -> PerfOptions:
     json_opt = config.getoption("--perf-json")
     base_opt = config.getoption("--perf-baselines")
     models_opt = config.getoption("--perf-models-cache") or env.models_cache
-    fault = (FaultInjection(env.proxy_delay_ms, tuple(env.proxy_config_ids()))
-             if env.fault_injection and env.proxy_delay_ms is not None else None)
+    fault = (FaultInjection(env.proxy_delay_ms or 0.0, tuple(env.proxy_config_ids()),
+                            growth_ms_per_s=env.proxy_delay_growth_ms or 0.0)
+             if env.fault_injection else None)
     return PerfOptions(
         profile=profile,
         rootdir=rootdir,
@@ -385,7 +387,7 @@ class PerfRun:
         if marker is None or not marker.args:
             raise pytest.UsageError(
                 f"{metafunc.definition.nodeid}: a test using `perf_case` needs "
-                f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS}"
+                f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS + SCENARIO_KINDS}"
             )
         kind = marker.args[0]
         with engine_errors(exit_on_usage=True):
@@ -412,6 +414,9 @@ class PerfRun:
             if kc is None:
                 return (0, 0, 0, 0)
             kind, case = kc
+            if kind in TIME_SCENARIO_KINDS:  # on the config's own server, after its cases
+                return (1, order[case.config_id], case.concurrency,
+                        len(KINDS) + TIME_SCENARIO_KINDS.index(kind))
             if kind in SCENARIO_KINDS:  # after the main matrix, on their own servers
                 return (2, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
             return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
@@ -484,7 +489,8 @@ class PerfRun:
         with ps.clock.phase(SHUTDOWN):
             ps.stop_all()
             stop_all_servers()  # also any server interrupted while it was still starting
-        if not ps.results and not ps.server_errors and not ps.scenario_results:
+        if (not ps.results and not ps.server_errors and not ps.scenario_results
+                and not ps.time_scenarios_ran):
             return
         with ps.clock.phase(REPORTS):
             # Here: compare loads scipy, which only a run that measured something needs.
@@ -526,7 +532,8 @@ class PerfRun:
         fault = ps.options.fault
         # A zero-delay proxy with no fault mode is the reference an injected run is judged
         # against (the proxy itself costs TPOT): it may be kept; any real fault may not.
-        reference = fault is not None and fault.delay_ms == 0 and not fault.modes
+        reference = (fault is not None and fault.delay_ms == 0 and not fault.modes
+                     and not fault.growth_ms_per_s)
         if ps.options.update_baselines and fault is not None and not reference:
             ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
         elif ps.options.update_baselines and ctx.path is not None:
@@ -622,6 +629,10 @@ _NO_CASES = {
     "throughput": "the profile has no server config or concurrency",
     "prefix_cache": "it has no [scenarios.prefix_cache] table (and a speculative server "
                     "config) — add one to run the prefix-caching scenario (docs/scenarios.md)",
+    "soak": "the profile has no [scenarios.soak] table — add one to run a long-run "
+            "(drift) case (docs/scenarios.md)",
+    "ramp": "the profile has no [scenarios.ramp] table — add one to run the concurrency ramp "
+            "(docs/scenarios.md)",
 }
 
 

@@ -467,7 +467,7 @@ class GateCheck(_Model):
     case: Case
     # ttft_budget / throughput_budget: run files written before one verdict (#13) used them.
     gate: Literal["requests", "acceptance", "tpot_gain", "latency", "throughput",
-                  "ttft_budget", "throughput_budget", "prefix_cache"]
+                  "ttft_budget", "throughput_budget", "prefix_cache", "soak", "ramp"]
     metric: str
     unit: str = ""
     higher_is_better: bool
@@ -591,6 +591,71 @@ class ScenarioResult(_Model):
         return next((c for c in self.cases if c.case == case), None)
 
 
+# --- time-structured scenarios (config/scenarios.py) ----------------------------------
+
+
+class SoakWindow(_Model):
+    """One window of a soak: whole prompt cycles, the counter deltas around them."""
+
+    index: Count
+    start_s: NonNegative = Field(description="seconds since the soak's first window began")
+    duration_s: NonNegative
+    n_requests: Count
+    n_errors: Count
+    tpot_ms: Summary
+    acceptance: Acceptance | None = None
+    outside_cores: NonNegative | None = Field(
+        None, description="cores' worth of other processes during the window; None = unknown")
+
+    @property
+    def mid_s(self) -> float:
+        return self.start_s + self.duration_s / 2
+
+
+class TrendFit(_Model):
+    """A series' slope over the run with its interval, against the allowed change."""
+
+    metric: Literal["acceptance_rate", "tpot"]
+    unit: str = Field(description="of the slope, e.g. 'per hour' or 'relative per hour'")
+    n_windows: Count
+    slope: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float = Field(gt=0.0, lt=1.0)
+    limit: float = Field(description="the allowed slope: a decay (acceptance, ≤ 0) or a "
+                                     "growth (TPOT, ≥ 0) per hour")
+    outcome: Literal["pass", "fail", "inconclusive", "busy"]
+    reason: str
+
+
+class SoakResult(_Model):
+    case: Case
+    duration_s: NonNegative
+    window_s: Positive
+    windows: list[SoakWindow]
+    fits: list[TrendFit] = Field(default_factory=list)
+
+
+class RampPhase(_Model):
+    """One phase of a ramp: its concurrency and its one trial."""
+
+    name: Literal["before", "burst", "after"]
+    concurrency: Annotated[int, Field(ge=1)]
+    trial: Trial
+
+
+class RampResult(_Model):
+    case: Case
+    phases: list[RampPhase]
+
+
+class TimeScenarioResults(_Model):
+    """What the time-structured scenarios measured (absent from runs that ran none)."""
+
+    soak: list[SoakResult] = Field(default_factory=list)
+    ramp: list[RampResult] = Field(default_factory=list)
+
+
 class RunResult(_Model):
     """The one result object every renderer (console, markdown, JSON, plots) views."""
 
@@ -628,6 +693,8 @@ class RunResult(_Model):
     scenarios: list[ScenarioResult] = Field(
         default_factory=list, description="the profile's [scenarios] this run measured "
                                           "(docs/scenarios.md)")
+    time_scenarios: TimeScenarioResults | None = Field(
+        None, description="the soak and ramp scenarios' windows and phases (absent: none ran)")
 
     @field_validator("cases")
     @classmethod

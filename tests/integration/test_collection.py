@@ -26,7 +26,12 @@ def collect(*args: str) -> list[str]:
 
 
 def case_ids(items: list[str]) -> set[str]:
-    return {i.split("[", 1)[1].rstrip("]") for i in items}
+    """The cases the items are of (a kind's `[no-cases]` item is of none)."""
+    return {i.split("[", 1)[1].rstrip("]") for i in items} - {"no-cases"}
+
+
+#: Kinds of a profile's [scenarios] tables: one `[no-cases]` item each where it has none.
+SCENARIO_TESTS = {"test_prefix_cache", "test_soak", "test_ramp"}
 
 
 def test_cpu_tiny_lists_its_matrix() -> None:
@@ -59,9 +64,9 @@ def test_k_selects_from_the_matrix() -> None:
 
 
 def test_items_run_config_by_config_nospec_first() -> None:
-    # The skipped test_prefix_cache[no-cases] item (cpu-tiny has no scenario) has no config.
-    items = [i for i in collect("--perf-profile", "cpu-tiny") if not i.endswith("[no-cases]")]
-    configs = [i.split("[", 1)[1].rsplit("-c", 1)[0] for i in items]
+    items = collect("--perf-profile", "cpu-tiny")
+    configs = [i.split("[", 1)[1].rsplit("-c", 1)[0] for i in items
+               if not i.endswith("[no-cases]")]
     seen: list[str] = []
     for c in configs:
         if not seen or seen[-1] != c:
@@ -163,8 +168,7 @@ def test_a_kind_without_cases_collects_one_skipped_item(tmp_path: Path, variant:
     before = path.read_bytes()
     items = collect("--perf-profile", str(path))
     no_cases = {i.split("::")[1].split("[")[0] for i in items if i.endswith("[no-cases]")}
-    # cpu-tiny has no [scenarios.prefix_cache]: its test is always one skipped item.
-    assert no_cases == empty | {"test_prefix_cache"}
+    assert no_cases == empty | SCENARIO_TESTS  # cpu-tiny has no [scenarios]
     assert any("::test_latency[nospec-c" in i for i in items)
     assert path.read_bytes() == before
 
@@ -173,7 +177,7 @@ def test_the_no_cases_item_skips_with_the_reason(tmp_path: Path) -> None:
     path = _cut(tmp_path, CPU_TINY, _ABOVE_THE_GAIN)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "perf_tests", "-q", "-rs", "-p", "no:cacheprovider",
-         "--perf-profile", str(path), "-k", "no-cases and not prefix_cache",
+         "--perf-profile", str(path), "-k", "no-cases and tpot_gain",
          "--perf-run-dir", str(tmp_path / "run")],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
@@ -205,3 +209,22 @@ def test_each_method_profile_collects_its_spec_configs(name: str) -> None:
     acceptance = case_ids([i for i in items if "::test_acceptance[" in i])
     assert acceptance == {f"{c.id}-c{n}" for c in spec for n in profile.concurrencies}
     assert f"`{name}`" in (REPO / "docs" / "gpu-and-ci.md").read_text(encoding="utf-8")
+
+
+def test_a_profile_without_scenarios_skips_them_with_the_reason(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests", "-q", "-rs", "-p", "no:cacheprovider",
+         "--perf-profile", "cpu-tiny", "-k", "soak or ramp",
+         "--perf-run-dir", str(tmp_path / "run")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 skipped" in proc.stdout and "starting vLLM" not in proc.stdout
+    assert "has no soak cases: the profile has no [scenarios.soak] table" in proc.stdout
+    assert "has no ramp cases: the profile has no [scenarios.ramp] table" in proc.stdout
+
+
+def test_cpu_soak_lists_its_scenarios() -> None:
+    items = collect("--perf-profile", "cpu-soak", "-k", "soak or ramp")
+    assert items == ["perf_tests/test_soak.py::test_soak[draft-k3-c1]",
+                     "perf_tests/test_ramp.py::test_ramp[draft-k3-c1]"]

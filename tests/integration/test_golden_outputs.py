@@ -13,8 +13,9 @@ names exit statuses 6 and 7: one verdict, #13; the help lists promote and fetch-
 exit status 3, a nightly that learns from its own history, #18; request samples gained the optional
 per-request spec-decode metrics and the chunks that carried tokens, #15; every profile
 collects test_prefix_cache — its spec configs with [scenarios.prefix_cache], else one skipped
-no-cases item — and the run schema gained the optional scenarios and trials' prefix_cache
-counts, #16).
+no-cases item — and test_soak / test_ramp (each [scenarios.soak] / [scenarios.ramp], else one
+skipped no-cases item), and the run schema gained the optional scenarios, time_scenarios and
+trials' prefix_cache counts, #16).
 """
 
 from __future__ import annotations

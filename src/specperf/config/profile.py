@@ -326,6 +326,18 @@ class Profile(_Strict):
             raise ValueError("scenarios.prefix_cache compares each spec config's prefix-cache "
                              "hit rate with the no-spec config's, and the profile has none — "
                              "fix: add a server config without speculative_config")
+        known_ids = set(ids)
+        for table, cid in self.scenarios.configs():
+            if cid not in known_ids:
+                raise ValueError(
+                    f"scenarios.{table}.config = {cid!r} is not a server config of this "
+                    f"profile — fix: use one of {', '.join(ids)}")
+        for ramp in self.scenarios.ramp:
+            if ramp.burst_concurrency is None and max(self.concurrencies) < 2:
+                raise ValueError(
+                    f"scenarios.ramp on {ramp.config!r} needs a burst above concurrency 1, and "
+                    f"the profile's highest concurrency is {max(self.concurrencies)} — fix: set "
+                    "its burst_concurrency")
         for c in self.server_configs:
             g = self.gates_for(c)
             if g.tpot_gain is not None and c.is_spec and not baselines:

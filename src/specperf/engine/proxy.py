@@ -32,6 +32,14 @@ Use::
 
 In a perf run, SPECPERF_PROXY_DELAY_MS puts it in front of the spec servers (docs/validation.md).
 
+A delay that grows
+------------------
+``growth_s_per_s`` makes the delay rise with time: a stream that starts ``t`` seconds
+after the proxy was made is re-timed with ``delay_s + growth_s_per_s * t`` per chunk
+(fixed for that stream). In a perf run SPECPERF_PROXY_DELAY_GROWTH_MS (milliseconds per
+second) sets it: the soak's stand-in for a server whose decode steps get slower over
+hours (docs/scenarios.md) — vLLM cannot be made to decay on demand.
+
 Stand-in faults
 ---------------
 ``fault`` (one of :data:`FAULT_MODES`) makes the proxy play a fault vLLM itself cannot be
@@ -134,11 +142,16 @@ def _fault_response(fault: str | None, request: web.Request) -> web.Response | N
 
 
 def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
-             timeout_s: float = 3600.0, fault: str | None = None) -> web.Application:
+             timeout_s: float = 3600.0, fault: str | None = None,
+             growth_s_per_s: float = 0.0) -> web.Application:
     """The proxy as an aiohttp application (forwards to ``target``, a base URL), playing
-    the stand-in ``fault`` if one is given."""
+    the stand-in ``fault`` if one is given; with ``growth_s_per_s`` the per-chunk delay
+    of a stream rises by that much per second since the app was made."""
     if delay_s < 0:
         raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+    if growth_s_per_s < 0:
+        raise ValueError(f"growth_s_per_s must be >= 0, got {growth_s_per_s}")
+    born = time.perf_counter()
     if fault is not None and fault not in FAULT_MODES:
         raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULT_MODES)}")
     target = target.rstrip("/")
@@ -177,7 +190,8 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
             resp = web.StreamResponse(status=upstream.status,
                                       headers=_copy_headers(upstream.headers))
             await resp.prepare(request)
-            await _retime(upstream, resp, delay_s, stats,
+            delay = delay_s + growth_s_per_s * (time.perf_counter() - born)
+            await _retime(upstream, resp, delay, stats,
                           stall_after=STALL_AFTER_CHUNKS if fault == "stall" else None)
             await resp.write_eof()
             return resp
@@ -246,10 +260,12 @@ class DelayProxy(LoopbackApp):
     """
 
     def __init__(self, target: str, delay_s: float, port: int = 0,
-                 fault: str | None = None) -> None:
+                 fault: str | None = None, growth_s_per_s: float = 0.0) -> None:
         self.target = target.rstrip("/")
         self.delay_s = delay_s
         self.fault = fault
+        self.growth_s_per_s = growth_s_per_s
         self.stats = ProxyStats()
-        super().__init__(make_app(self.target, delay_s, self.stats, fault=fault), port=port,
+        super().__init__(make_app(self.target, delay_s, self.stats, fault=fault,
+                                  growth_s_per_s=growth_s_per_s), port=port,
                          name="specperf-delay-proxy")

@@ -35,11 +35,11 @@ from specperf.engine.tiny import synthetic_text
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import Case, CaseResult, GateCheck, ScenarioResult, Trial
 
-__all__ = ["SCENARIO_KINDS", "ScenarioError", "ScenarioRunner", "prefix_cache_profile",
+__all__ = ["WORKLOAD_SCENARIO_KINDS", "ScenarioError", "ScenarioRunner", "prefix_cache_profile",
            "prefix_cache_prompts"]
 
 #: The scenario test kinds, in run order (after the main matrix's).
-SCENARIO_KINDS = ("prefix_cache",)
+WORKLOAD_SCENARIO_KINDS = ("prefix_cache",)
 
 
 class ScenarioError(RuntimeError):
@@ -140,7 +140,7 @@ class ScenarioRunner:
         ScenarioError or ServerError when the case could not be measured."""
         if kind not in self.results and kind not in self.errors:
             if kind != "prefix_cache":
-                raise ValueError(f"unknown scenario {kind!r}; known: {SCENARIO_KINDS}")
+                raise ValueError(f"unknown scenario {kind!r}; known: {WORKLOAD_SCENARIO_KINDS}")
             self._prefix_cache()
         why = self.errors.get(kind, {}).get(case.id) or self.errors.get(kind, {}).get("*")
         if why is not None:

@@ -58,6 +58,9 @@ class FaultInjection:
     delay_ms: float
     config_ids: tuple[str, ...] = ()
     modes: tuple[tuple[str, str], ...] = ()
+    #: SPECPERF_PROXY_DELAY_GROWTH_MS: the delay rises by this many ms per second of the
+    #: proxy's life (the soak's growing-delay stand-in, specperf.engine.proxy).
+    growth_ms_per_s: float = 0.0
 
     def applies_to(self, config_id: str, is_spec: bool) -> bool:
         return config_id in self.config_ids if self.config_ids else is_spec
@@ -276,9 +279,13 @@ class ServerPool:
             if proxy is not None:
                 proxy.stop()
             delay_s = fault.delay_ms / 1000 if delayed else 0.0
-            proxy = DelayProxy(server.base_url, delay_s, fault=mode).start()
+            growth = fault.growth_ms_per_s / 1000 if delayed else 0.0
+            proxy = DelayProxy(server.base_url, delay_s, fault=mode,
+                               growth_s_per_s=growth).start()
             self.proxies[server.config_id] = proxy
             what = f"fault {mode!r}" if mode else f"+{fault.delay_ms:g} ms/chunk"
+            if growth:
+                what += f", rising {fault.growth_ms_per_s:g} ms/chunk per second"
             self.say(f"specperf: FAULT INJECTION: {server.config_id} load via "
                      f"{what} proxy {proxy.base_url}")
         return proxy.base_url

@@ -25,16 +25,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specperf.analysis import gate
+from specperf.analysis import gate, trend
 from specperf.config.profile import Profile, ServerConfig, load_profile
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
-from specperf.engine.scenarios import SCENARIO_KINDS, ScenarioRunner
+from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
 from specperf.engine.server import ServerError
 from specperf.engine.servers import FaultInjection, ServerPool
+from specperf.engine.soak import TimeScenarioRunner, ramp_case, soak_case
 from specperf.engine.trial_plan import RETRY_BATCH, RETRY_CAP_FACTOR
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import (
@@ -46,6 +47,7 @@ from specperf.schemas import (
     RunResult,
     ScenarioResult,
     ServerRecord,
+    TimeScenarioResults,
     utcnow,
 )
 from specperf.store.provenance import collect_provenance
@@ -57,6 +59,7 @@ __all__ = [
     "KINDS",
     "RETRY_BATCH",
     "SCENARIO_KINDS",
+    "TIME_SCENARIO_KINDS",
     "RETRY_CAP_FACTOR",
     "MeasureError",
     "PerfOptions",
@@ -67,6 +70,11 @@ __all__ = [
 
 #: Test kinds, in the order their items run within a case.
 KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput")
+#: Kinds that are a scenario of their own ([scenarios] in the profile), not measured by
+#: the case measurer: the workload shapes on their own servers (specperf.engine.scenarios)
+#: and the time-structured ones on their config's server (specperf.engine.soak).
+TIME_SCENARIO_KINDS = ("soak", "ramp")
+SCENARIO_KINDS = (*WORKLOAD_SCENARIO_KINDS, *TIME_SCENARIO_KINDS)
 
 
 class SessionError(ValueError):
@@ -114,6 +122,8 @@ class PerfSession:
     _baselines: BaselineContext | None = None
     _provenance: Provenance | None = None
     _prompts: list[str] | None = None
+    #: What the soak and ramp scenarios measured, in the order they ran.
+    time_scenario_results: TimeScenarioResults = field(default_factory=TimeScenarioResults)
 
     def __post_init__(self) -> None:
         if self.progress is None:
@@ -205,6 +215,10 @@ class PerfSession:
     def cases_for(self, kind: str) -> list[Case]:
         p = self.profile
         if kind in SCENARIO_KINDS:
+            if kind in TIME_SCENARIO_KINDS:
+                if kind == "soak":
+                    return [soak_case(s) for s in p.scenarios.soak]
+                return [ramp_case(r) for r in p.scenarios.ramp]
             return self.scenarios.cases(kind)
         out: list[Case] = []
         for cfg in self.ordered_configs():
@@ -228,6 +242,8 @@ class PerfSession:
     def select(self, items: Iterable[tuple[str, Case]]) -> None:
         """The (kind, case) of every selected perf item: which cases get measured."""
         for kind, case in items:
+            if kind in TIME_SCENARIO_KINDS:
+                continue  # its own load on its config's server (specperf.engine.soak)
             if kind in SCENARIO_KINDS:  # measured on the scenario's own servers
                 self.scenarios.wanted.setdefault(kind, set()).add(case.config_id)
                 continue
@@ -239,6 +255,8 @@ class PerfSession:
         """Server configs an item of this kind needs up: its own, and for the paired
         TPOT gain the no-spec config too; a scenario's items none (it starts and stops its
         own)."""
+        if kind in TIME_SCENARIO_KINDS:
+            return [case.config_id]
         if kind in SCENARIO_KINDS:
             return []
         needed = [case.config_id]
@@ -325,7 +343,9 @@ class PerfSession:
         turned into checks by analysis.gate.from_comparison — what `specperf compare`
         shows for the run file."""
         if kind in SCENARIO_KINDS:
-            scenario_checks = self.scenarios.evaluate(kind, case)
+            scenario_checks = (self.evaluate_time_scenario(kind, case)
+                               if kind in TIME_SCENARIO_KINDS
+                               else self.scenarios.evaluate(kind, case))
             self.checks.extend(scenario_checks)
             return scenario_checks
         p = self.profile
@@ -360,6 +380,24 @@ class PerfSession:
         self.checks.extend(checks)
         return checks
 
+    def evaluate_time_scenario(self, kind: str, case: Case) -> list[GateCheck]:
+        """Run the profile's soak or ramp of this case on its server and judge it
+        (specperf.analysis.trend); raises ServerError or ScrapeError."""
+        p = self.profile
+        runner = TimeScenarioRunner(p, self.pool, self.prompts, say=self.say, clock=self.clock)
+        limit = self.max_outside_cores
+        if kind == "soak":
+            scenario = next(s for s in p.scenarios.soak if soak_case(s) == case)
+            soak = runner.soak(scenario)
+            soak = soak.model_copy(update={
+                "fits": trend.soak_fits(soak.windows, scenario, limit)})
+            self.time_scenario_results.soak.append(soak)
+            return trend.soak_checks(soak)
+        ramp_scenario = next(r for r in p.scenarios.ramp if ramp_case(r) == case)
+        ramp = runner.ramp(ramp_scenario)
+        self.time_scenario_results.ramp.append(ramp)
+        return trend.ramp_checks(ramp, p.config(ramp.case.config_id), p.compare, limit)
+
     # -- servers --------------------------------------------------------------------
 
     def stop_server(self, config_id: str) -> None:
@@ -381,6 +419,10 @@ class PerfSession:
         return self.pool.records if "pool" in self.__dict__ else {}
 
     # -- the run file ---------------------------------------------------------------
+
+    @property
+    def time_scenarios_ran(self) -> bool:
+        return bool(self.time_scenario_results.soak or self.time_scenario_results.ramp)
 
     @property
     def results(self) -> dict[Case, CaseResult]:
@@ -416,6 +458,7 @@ class PerfSession:
             tpot_gain_floors={k.id: floor for k in paired
                               if (floor := self.measurer.gain_floor(k)) is not None},
             scenarios=self.scenario_results,
+            time_scenarios=self.time_scenario_results if self.time_scenarios_ran else None,
         )
 
     def _scenario_servers(self) -> list[ServerRecord]:

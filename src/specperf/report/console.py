@@ -32,6 +32,7 @@ from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetai
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
+from specperf.report import time_scenarios
 from specperf.report.scenarios import scenario_text
 from specperf.schemas import (
     Baseline,
@@ -316,6 +317,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
         console.print(Text(line, style="yellow" if line.startswith("instrument") else ""))
     for line in scenario_text(run):
         console.print(Text(line))
+    for renderable in time_scenario_renderables(run):
+        console.print(renderable)
     if run.checks:
         console.print(checks_table(run))
     for s in run.servers:
@@ -332,6 +335,31 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
     if busy:
         console.print(Text(busy, style="magenta"))
     return _text(buf)
+
+
+def _rows_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for h in headers:
+        table.add_column(h.rstrip(">"), justify="right" if h.endswith(">") else "left")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return table
+
+
+def time_scenario_renderables(run: RunResult) -> list[RenderableType]:
+    """The soak's windows with its trends, the ramp's phases side by side."""
+    if run.time_scenarios is None:
+        return []
+    out: list[RenderableType] = []
+    for soak in run.time_scenarios.soak:
+        out.append(_rows_table(time_scenarios.soak_title(soak), time_scenarios.SOAK_HEADERS,
+                               time_scenarios.soak_rows(soak)))
+        out += [Text(time_scenarios.fit_line(f), style=OUTCOME_STYLE[f.outcome])
+                for f in soak.fits]
+    for ramp in run.time_scenarios.ramp:
+        out.append(_rows_table(time_scenarios.ramp_title(ramp), time_scenarios.RAMP_HEADERS,
+                               time_scenarios.ramp_rows(ramp)))
+    return out
 
 
 def render_baseline(baseline: Baseline, width: int | None = None,

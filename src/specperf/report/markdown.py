@@ -21,6 +21,7 @@ from specperf.analysis.power import repeats_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.config import settings
+from specperf.report import time_scenarios
 from specperf.report.console import (
     delta_text,
     fmt_value,
@@ -282,8 +283,34 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
             out.append(f"_{md_escape(line)}_\n")
     if run.scenarios:
         out.append(scenario_markdown(run, heading))
+    section = time_scenarios_markdown(run, heading=heading)
+    if section:
+        out.append(section)
     if run.time_breakdown is not None:
         out.append(f"_{md_escape(time_lines(run.time_breakdown)[0])}_\n")
+    return "\n".join(out)
+
+
+def time_scenarios_markdown(run: RunResult, *, heading: str = "###") -> str:
+    """The soak's windows with each trend's slope and interval; the ramp's phases side by
+    side ('' for a run without scenarios)."""
+    if run.time_scenarios is None:
+        return ""
+    out = []
+
+    def row(cells: list[str]) -> list[str]:
+        return [md_escape(c) for c in cells]
+
+    for soak in run.time_scenarios.soak:
+        out.append(f"{heading} {md_escape(time_scenarios.soak_title(soak))}\n")
+        out += [f"- {md_escape(time_scenarios.fit_line(f))}" for f in soak.fits]
+        out.append("")
+        out.append(md_table(time_scenarios.SOAK_HEADERS, time_scenarios.soak_rows(soak),
+                            row, None, ""))
+    for ramp in run.time_scenarios.ramp:
+        out.append(f"{heading} {md_escape(time_scenarios.ramp_title(ramp))}\n")
+        out.append(md_table(time_scenarios.RAMP_HEADERS, time_scenarios.ramp_rows(ramp),
+                            row, None, ""))
     return "\n".join(out)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "paired_gains",
     "plot_acceptance_per_position",
     "plot_acceptance_vs_k",
+    "plot_soak_over_time",
     "plot_tpot_gain",
     "plot_vs_concurrency",
     "write_plots",
@@ -46,6 +47,8 @@ PLOT_FILES = {
     "acceptance_per_position": "acceptance_per_position.png",
     "tpot_gain": "tpot_gain.png",
 }
+#: The soak scenario's chart (one run's own windows: no baseline overlay).
+SOAK_FILE = "soak_over_time.png"
 #: Charts of one run's own measurements that have no baseline overlay.
 SAME_RUN_ONLY = frozenset({"tpot_gain"})
 DPI = 110
@@ -587,4 +590,51 @@ def write_plots(run: Result, out_dir: Path | str,
                 p = plot_acceptance_per_position(run, path, base)
             if p is not None:
                 written[prefix + key] = p
+    if isinstance(run, RunResult):
+        p = plot_soak_over_time(run, out_dir / SOAK_FILE)
+        if p is not None:
+            written["soak"] = p
     return written
+
+
+def plot_soak_over_time(run: RunResult, path: Path | str) -> Path | None:
+    """Acceptance and median TPOT per window of each soak, against minutes since it began,
+    with each trend's fitted slope drawn through the windows' median; None without a soak."""
+    soaks = run.time_scenarios.soak if run.time_scenarios is not None else []
+    if not soaks:
+        return None
+    fig, (ax_acc, ax_tpot) = _figure("Soak: acceptance and TPOT over time", run.provenance,
+                                     None, ncols=2, width=11.0)
+    for soak in soaks:
+        fits = {f.metric: f for f in soak.fits}
+        series = {
+            "acceptance_rate": (ax_acc, [(w.mid_s, w.acceptance.rate) for w in soak.windows
+                                         if w.acceptance is not None]),
+            "tpot": (ax_tpot, [(w.mid_s, w.tpot_ms.median) for w in soak.windows]),
+        }
+        for metric, (ax, pts) in series.items():
+            pts = [(x / 60, y) for x, y in pts if _ok(y)]
+            if not pts:
+                continue
+            xs, ys = [x for x, _ in pts], [y for _, y in pts]
+            ax.plot(xs, ys, marker="o", label=soak.case.id)
+            fit = fits.get(metric)
+            if fit is not None and fit.slope is not None:
+                # The slope is per hour (TPOT: relative to the windows' median).
+                centre = float(np.median(ys))
+                per_min = fit.slope / 60 * (centre if metric == "tpot" else 1.0)
+                mid = float(np.median(xs))
+                ax.plot([xs[0], xs[-1]], [centre + per_min * (xs[0] - mid),
+                                          centre + per_min * (xs[-1] - mid)],
+                        linestyle="--", color="0.4",
+                        label=f"slope {fit.slope:+.3g}/h ({fit.outcome})")
+    ax_acc.set_title("acceptance rate per window")
+    ax_acc.set_xlabel("minutes since the soak began")
+    ax_acc.set_ylabel("acceptance rate")
+    ax_tpot.set_title("median TPOT per window")
+    ax_tpot.set_xlabel("minutes since the soak began")
+    ax_tpot.set_ylabel("TPOT (ms)")
+    for ax in (ax_acc, ax_tpot):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize=8, framealpha=0.9)
+    return _save(fig, Path(path))

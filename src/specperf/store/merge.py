@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specperf.schemas import Case, CompareRules, RunResult, ServerRecord
+from specperf.schemas import Case, CompareRules, RunResult, ServerRecord, TimeScenarioResults
 from specperf.store.files import BaselineError, read_model
 
 
@@ -103,6 +103,11 @@ def merge_runs(runs: list[RunResult], names: Sequence[str] | None = None) -> Run
         "servers": servers,
         "baseline_note": "; ".join(notes) or None,
     }
+    # The soak and ramp scenarios of each shard (each ran on its own server config).
+    timed = [r.time_scenarios for r in runs if r.time_scenarios is not None]
+    if timed:
+        update["time_scenarios"] = TimeScenarioResults(soak=[x for s in timed for x in s.soak],
+                                                       ramp=[x for s in timed for x in s.ramp])
     # Any other list or dict field (added to the schema later) is combined the same
     # way: lists concatenated, dicts united; a key in two shards is refused.
     for field in type(runs[0]).model_fields:

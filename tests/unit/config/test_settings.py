@@ -32,3 +32,20 @@ def test_any_finite_delay_from_zero_is_taken(ms: float) -> None:
 def test_empty_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECPERF_PROXY_DELAY_MS", "")
     assert specperf_settings.current().proxy_delay_ms is None
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf"])
+def test_bad_delay_growth_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("SPECPERF_PROXY_DELAY_GROWTH_MS", value)
+    with pytest.raises(SettingsError) as err:
+        specperf_settings.current()
+    msg = str(err.value)
+    assert f"SPECPERF_PROXY_DELAY_GROWTH_MS={value!r}" in msg
+    assert "fix: set it to milliseconds per second ≥ 0" in msg
+
+
+def test_a_delay_growth_alone_turns_the_proxy_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECPERF_PROXY_DELAY_MS", raising=False)
+    monkeypatch.setenv("SPECPERF_PROXY_DELAY_GROWTH_MS", "2.5")
+    env = specperf_settings.current()
+    assert env.fault_injection and env.proxy_delay_growth_ms == 2.5 and env.proxy_delay_ms is None

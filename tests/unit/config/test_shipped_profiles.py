@@ -36,20 +36,21 @@ GPU_PROFILES = [n for n in PROFILES if not n.startswith("cpu-")]
 #: when the profile has the scenario, else one skipped `no-cases` item. A change here is a
 #: change of what the nightly run measures: update the number on purpose.
 EXPECTED_ITEMS = {
+    # Each ends + 2: the soak and the ramp (one item each, or one skipped no-cases item).
     # 11 configs × 7 c; 10 spec × 7; 10 spec × 5 (c ≤ 16); 2 × 11 × 7; no prefix_cache
-    "a100-qwen3-32b": 77 + 70 + 50 + 154 + 1,
+    "a100-qwen3-32b": 77 + 70 + 50 + 154 + 1 + 2,
     # 3 × 3; 2 × 3; 2 × 1 (c = 1); 2 × 3 × 3; no prefix_cache
-    "l40s-qwen3-1.7b": 9 + 6 + 2 + 18 + 1,
+    "l40s-qwen3-1.7b": 9 + 6 + 2 + 18 + 1 + 2,
     # 3 × 4; 2 × 4; 2 × 3 (c ≤ 16); 2 × 3 × 4; no prefix_cache
-    "h100x4-llama-70b": 12 + 8 + 6 + 24 + 1,
+    "h100x4-llama-70b": 12 + 8 + 6 + 24 + 1 + 2,
     # 4 × 3; 3 × 3; 3 × 2 (c ≤ 8); 2 × 4 × 3; prefix_cache: 3 spec
-    "h100-llama3.1-8b-eagle3": 12 + 9 + 6 + 24 + 3,
-    "h100-gpt-oss-120b-eagle3": 12 + 9 + 6 + 24 + 1,
+    "h100-llama3.1-8b-eagle3": 12 + 9 + 6 + 24 + 3 + 2,
+    "h100-gpt-oss-120b-eagle3": 12 + 9 + 6 + 24 + 1 + 2,
     # 3 × 3; 2 × 3; 2 × 2 (c ≤ 8); 2 × 3 × 3; prefix_cache: 2 spec
-    "h100-qwen3-8b-eagle3": 9 + 6 + 4 + 18 + 2,
-    "h100-mimo-7b-mtp": 9 + 6 + 4 + 18 + 1,
+    "h100-qwen3-8b-eagle3": 9 + 6 + 4 + 18 + 2 + 2,
+    "h100-mimo-7b-mtp": 9 + 6 + 4 + 18 + 1 + 2,
     # 3 × 3; 2 × 3; 2 × 2 (c ≤ 16); 2 × 3 × 3; no prefix_cache
-    "h200x8-deepseek-r1-mtp": 9 + 6 + 4 + 18 + 1,
+    "h200x8-deepseek-r1-mtp": 9 + 6 + 4 + 18 + 1 + 2,
 }
 
 
@@ -63,9 +64,12 @@ def _expected_items(profile: Profile) -> int:
             n += cfg.is_spec and g.acceptance is not None
             n += cfg.is_spec and g.tpot_gain is not None and c <= g.tpot_gain.max_concurrency
             n += 2  # latency and throughput
-    for kind in SCENARIO_KINDS:
-        spec = [c for c in profile.server_configs if c.is_spec]
-        n += len(spec) if getattr(profile.scenarios, kind) is not None else 1  # 1: no-cases
+    # A scenario kind the profile has no table for is one skipped `[no-cases]` item.
+    spec = [c for c in profile.server_configs if c.is_spec]
+    sc = profile.scenarios
+    n += len(spec) if sc.prefix_cache is not None else 1
+    n += len(sc.soak) or 1
+    n += len(sc.ramp) or 1
     return n
 
 
@@ -104,10 +108,11 @@ def test_profile_collects_its_matrix(name: str) -> None:
     # Every case id is a config × concurrency of the profile.
     cases = {f"{c.id}-c{n}" for c in profile.server_configs for n in profile.concurrencies}
     cases.add("no-cases")  # a scenario the profile does not have: one skipped item
-    for kind in SCENARIO_KINDS:
-        scenario = getattr(profile.scenarios, kind)
-        if scenario is not None:
-            cases |= {f"{c.id}-c{scenario.concurrency}" for c in profile.server_configs}
+    sc = profile.scenarios
+    if sc.prefix_cache is not None:
+        cases |= {f"{c.id}-c{sc.prefix_cache.concurrency}" for c in profile.server_configs}
+    cases |= {f"{s.config}-c{s.concurrency}" for s in sc.soak}
+    cases |= {f"{r.config}-c1" for r in sc.ramp}
     for line in ids:
         case = line.rsplit("[", 1)[1].rstrip("]")
         assert case in cases, line
@@ -272,7 +277,7 @@ def test_serve_args_are_vllm_arguments(name: str) -> None:
 
 def test_kinds_are_what_the_counts_assume() -> None:
     assert KINDS == ("requests", "acceptance", "tpot_gain", "latency", "throughput")
-    assert SCENARIO_KINDS == ("prefix_cache",)
+    assert SCENARIO_KINDS == ("prefix_cache", "soak", "ramp")
 
 
 # --- sharding (what the nightly workflow's matrix relies on) ----------------------------
@@ -298,7 +303,8 @@ def test_a100_shards_collect_the_whole_matrix_once() -> None:
             cwd=ROOT, capture_output=True, text=True, timeout=300,
         )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        return [ln for ln in proc.stdout.splitlines() if "::" in ln]
+        return [ln for ln in proc.stdout.splitlines()
+                if "::" in ln and not ln.endswith("[no-cases]")]
 
     one, two = collect("--perf-shard", "1/2"), collect("--perf-shard", "2/2")
     assert one and two and not set(one) & set(two)

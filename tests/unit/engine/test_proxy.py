@@ -161,3 +161,34 @@ def test_delay_for_tpot_inverts_the_rise() -> None:
     assert expected_tpot_rise(d, 11, 32) == pytest.approx(0.002)
     with pytest.raises(ValueError):
         delay_for_tpot(0.1, 0.02, chunks=1, tokens=32)
+
+
+# --------------------------------------------------------------------------- growing delay
+
+
+def test_a_growing_delay_rises_with_the_proxys_age(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With growth, a stream that starts t seconds after the proxy was made is re-timed
+    with delay + growth × t (the soak's stand-in). The proxy's clock is the test's; each
+    stream is forwarded without waiting, and the delay it was given is recorded."""
+    now = [100.0]
+    monkeypatch.setattr(proxy, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    given: list[float] = []
+    original = proxy._retime
+
+    async def recording(upstream, resp, delay_s, stats, stall_after=None):  # type: ignore[no-untyped-def]
+        given.append(delay_s)
+        await original(upstream, resp, 0.0, stats, stall_after=stall_after)
+
+    monkeypatch.setattr(proxy, "_retime", recording)
+    with CalibrationServer(CalibrationConfig(chunks=3)) as srv, \
+            DelayProxy(srv.base_url, 0.010, growth_s_per_s=0.002) as proxy_:
+        for t in (110.0, 130.0):
+            now[0] = t
+            [sample] = run_load(proxy_.base_url, "m", ["a"], Sampling(), 1, 1).samples
+            assert sample.ok and sample.chunks == 3
+    assert given == pytest.approx([0.010 + 0.002 * 10, 0.010 + 0.002 * 30])
+
+
+def test_a_negative_growth_is_refused() -> None:
+    with pytest.raises(ValueError, match="growth_s_per_s must be >= 0"):
+        proxy.make_app("http://127.0.0.1:1", 0.0, growth_s_per_s=-1.0)

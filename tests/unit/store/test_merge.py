@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from specperf.cli import main as cli_main
-from specperf.schemas import CompareRules, RunResult
+from specperf.schemas import CompareRules, RampResult, RunResult, SoakResult, TimeScenarioResults
 from specperf.store.merge import MergeError, merge_runs, read_run
 from tests.support import CPU_CI_PAIRED_RUN, SHARD_T0, shard_case, shard_run, write_model
+from tests.unit.analysis.test_trend import CASE, ramp, windows
 
 #: A real cpu-ci run: two server configs, gate checks, server records, paired no-spec trials.
 REAL_RUN = CPU_CI_PAIRED_RUN
@@ -184,3 +185,15 @@ def test_shards_judged_by_other_rules_are_refused() -> None:
     assert same.compare_rules == strict
     assert merge_runs([shard_run(["nospec"]), b.model_copy(
         update={"compare_rules": CompareRules()})]).compare_rules is None  # the first's
+
+
+def test_each_shards_scenarios_are_kept() -> None:
+    soak = SoakResult(case=CASE, duration_s=3600, window_s=360, windows=windows([30.0] * 10))
+    a = shard_run(["nospec"]).model_copy(update={"time_scenarios": TimeScenarioResults(soak=[soak])})
+    b = shard_run(["qwen3-1.7b-k3"], start=SHARD_T0 + timedelta(minutes=5)).model_copy(
+        update={"time_scenarios": TimeScenarioResults(ramp=[ramp()])})
+    c = shard_run(["qwen3-0.6b-k3"], start=SHARD_T0 + timedelta(minutes=9))
+    m = merge_runs([a, b, c])
+    assert m.time_scenarios is not None
+    assert m.time_scenarios.soak == [soak] and [type(r) for r in m.time_scenarios.ramp] == [RampResult]
+    assert merge_runs([c, c.model_copy(update={"cases": []})]).time_scenarios is None

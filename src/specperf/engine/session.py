@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specperf.analysis import gate
-from specperf.config.profile import Profile, ServerConfig, load_profile
+from specperf.config.profile import Profile, ServerConfig, load_profile, pinning_refusal
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
@@ -92,6 +92,8 @@ class PerfOptions:
     retry_inconclusive: int | None = 0
     #: Gate experiments only: load through a delaying proxy (SPECPERF_PROXY_DELAY_MS).
     fault: FaultInjection | None = None
+    #: --perf-attribute: every spec config that can have one gets a pinned-acceptance twin.
+    attribute: bool = False
 
 
 @dataclass
@@ -172,7 +174,16 @@ class PerfSession:
             self.profile, self.pool, runner, self.view, lambda: self.baselines, self.repeats,
             retry_cap=self.retry_cap, say=self.say, wanted=self.wanted,
             tpot_gain_wanted=self.tpot_gain_wanted, clock=self.clock,
+            attribute=self.attributed_configs(),
         )
+
+    def attributed_configs(self) -> set[str]:
+        """Spec configs measured with a pinned-acceptance twin: those whose profile entry
+        says pinned_acceptance, and under --perf-attribute every one that can have one
+        (a fixed k, the standard sampler: config.profile.pinning_refusal)."""
+        return {c.id for c in self.profile.server_configs
+                if c.pinned_acceptance
+                or (self.options.attribute and pinning_refusal(c.speculative_config) is None)}
 
     @property
     def baselines(self) -> BaselineContext:
@@ -387,6 +398,10 @@ class PerfSession:
             retry_inconclusive=self.retry_cap,
             tpot_gain_floors={k.id: floor for k in paired
                               if (floor := self.measurer.gain_floor(k)) is not None},
+            pinned_acceptance=({k.id: v for k, v in self.measurer.pinned.items()}
+                               if "measurer" in self.__dict__ else {}),
+            pinned_rates=(dict(self.measurer.pinned_rates)
+                          if "measurer" in self.__dict__ else {}),
         )
 
     def with_time_breakdown(self, run: RunResult) -> RunResult:

@@ -11,7 +11,8 @@ and trials `busy_wait_s`, the seconds waited for a quiet machine; the test kinds
 requests, acceptance, tpot_gain, latency and throughput judged at every case, and the help
 names exit statuses 6 and 7: one verdict, #13; the help lists promote and fetch-nightlies and
 exit status 3, a nightly that learns from its own history, #18; request samples gained the optional
-per-request spec-decode metrics and the chunks that carried tokens, #15).
+per-request spec-decode metrics and the chunks that carried tokens, #15; the run schema
+gained the optional pinned_acceptance and pinned_rates of a pinned-acceptance twin, #15).
 """
 
 from __future__ import annotations

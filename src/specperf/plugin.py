@@ -97,6 +97,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "trials, requests, cases), `plain` one line per server start and per "
                      "case; `auto` (default): rich on an interactive terminal, plain in CI "
                      "logs, pipes, with NO_COLOR or TERM=dumb")
+    g.addoption("--perf-attribute", action="store_true",
+                help="measure every spec config with a fixed k also on a pinned-acceptance "
+                     "twin (vLLM's synthetic rejection sampler at the baseline's per-position "
+                     "rates), so a TPOT change is split into acceptance and step cost "
+                     "(docs/attribution.md); a profile sets it per config with "
+                     "pinned_acceptance = true")
     g.addoption("--perf-retry-inconclusive", nargs="?", const=0, default=0,
                 type=parse_retry_cap, metavar="CAP",
                 help="the most trials a case may get: each case is judged while its server "
@@ -292,6 +298,7 @@ def perf_options(config: pytest.Config) -> PerfOptions:
         busy_wait_s=config.getoption("--perf-busy-wait"),
         retry_inconclusive=config.getoption("--perf-retry-inconclusive"),
         fault=fault,
+        attribute=bool(config.getoption("--perf-attribute")),
     )
 
 

@@ -695,6 +695,16 @@ class RunResult(_Model):
                                           "(docs/scenarios.md)")
     time_scenarios: TimeScenarioResults | None = Field(
         None, description="the soak and ramp scenarios' windows and phases (absent: none ran)")
+    pinned_acceptance: dict[str, CaseResult] = Field(
+        default_factory=dict,
+        description="per spec case id: the trials of its pinned-acceptance twin (vLLM's "
+                    "synthetic rejection sampler at the baseline's per-position rates), "
+                    "interleaved with its own; the comparison splits TPOT with them",
+    )
+    pinned_rates: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(
+        default_factory=dict,
+        description="per config id with a pinned-acceptance twin: the rates it was pinned to",
+    )
 
     @field_validator("cases")
     @classmethod
@@ -705,7 +715,8 @@ class RunResult(_Model):
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_unset(self, handler, ("compare_rules", "retry_inconclusive",
                                               "time_breakdown", "tpot_gain_floors",
-                                              "scenarios"))
+                                              "scenarios", "pinned_acceptance",
+                                              "pinned_rates"))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

@@ -15,7 +15,8 @@ per-request spec-decode metrics and the chunks that carried tokens, #15; every p
 collects test_prefix_cache — its spec configs with [scenarios.prefix_cache], else one skipped
 no-cases item — and test_soak / test_ramp (each [scenarios.soak] / [scenarios.ramp], else one
 skipped no-cases item), and the run schema gained the optional scenarios, time_scenarios and
-trials' prefix_cache counts, #16).
+trials' prefix_cache counts, #16; the run schema gained the optional pinned_acceptance
+and pinned_rates of a pinned-acceptance twin, #15).
 """
 
 from __future__ import annotations

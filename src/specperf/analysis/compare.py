@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
+from specperf.analysis.attribution import Attribution, attribute
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
 from specperf.analysis.outside_load import busy_reason, comparison_note
 from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trials_for_shift
@@ -189,6 +190,11 @@ class RunComparison(_Model):
     notes: list[str] = Field(default_factory=list)
     only_in_run: list[Case] = Field(default_factory=list)
     only_in_baseline: list[Case] = Field(default_factory=list)
+    attributions: list[Attribution] = Field(
+        default_factory=list,
+        description="per spec case with a pinned-acceptance twin: its TPOT change split "
+                    "into acceptance (real vs pinned) and step cost (pinned vs baseline); "
+                    "diagnosis only, no check reads it")
 
     @property
     def refused(self) -> bool:
@@ -807,6 +813,8 @@ def compare_runs(
     if result.refusals:
         result.cases = []
         return result
+    if isinstance(run, RunResult):
+        result.attributions = _attributions(run, baseline, base_cases, rules, history)
     # A note that many cases share (e.g. "E2E not compared: the baseline has no E2E ...")
     # is said once for the run.
     shared = Counter(n for cc in result.cases for n in set(cc.notes))
@@ -866,6 +874,22 @@ def compare_runs(
             "check that the files are the ones you meant, or "
             + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
     return result
+
+
+def _attributions(run: RunResult, baseline: RunResult | Baseline,
+                  base_cases: dict[Case, CaseResult], rules: CompareRules,
+                  history: Sequence[RunResult | Baseline]) -> list[Attribution]:
+    """Each compared spec case with a pinned-acceptance twin, its TPOT change split."""
+    out = []
+    for cur in run.cases:
+        pinned = run.pinned_acceptance.get(cur.case.id)
+        base = base_cases.get(cur.case)
+        if pinned is None or base is None:
+            continue
+        rates = run.pinned_rates.get(cur.case.config_id, [])
+        out.append(attribute(base, cur, pinned, rules, rates,
+                             earlier=earlier_runs(base, baseline, history)))
+    return out
 
 
 def _case_list(cases: list[Case], limit: int = 8) -> str:

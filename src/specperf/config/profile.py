@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from specperf.config.boundaries import (
     SLUG,
+    VARIABLE_LENGTH_METHODS,
     check_serve_args,
     check_slug,
     check_speculative_config,
@@ -217,6 +218,11 @@ class ServerConfig(_Strict):
     serve_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     gates: Gates | None = None
+    pinned_acceptance: bool = Field(
+        False, description="also measure this spec config on a second server whose rejection "
+                           "sampler is vLLM's synthetic one, pinned to the baseline's "
+                           "per-position acceptance rates, so a TPOT change splits into "
+                           "acceptance and step cost (docs/attribution.md); needs a fixed k")
 
     @field_validator("id")
     @classmethod
@@ -234,6 +240,16 @@ class ServerConfig(_Strict):
         if v is not None:
             check_speculative_config(v)
         return v
+
+    @model_validator(mode="after")
+    def _pinnable(self) -> ServerConfig:
+        if self.pinned_acceptance:
+            why = pinning_refusal(self.speculative_config)
+            if why is not None:
+                raise ValueError(f"pinned_acceptance = true: {why} — fix: set it only on a "
+                                 "spec config with a fixed num_speculative_tokens and the "
+                                 "standard rejection sampler, or remove it")
+        return self
 
     @property
     def is_spec(self) -> bool:
@@ -396,7 +412,9 @@ class Profile(_Strict):
 
     @staticmethod
     def _config_measured(config: ServerConfig) -> dict[str, Any]:
-        return config.model_dump(mode="json", exclude={"label", "gates"})
+        # pinned_acceptance adds a second server beside the config's; what the config's
+        # own server measures is unchanged, so its baselines stay usable.
+        return config.model_dump(mode="json", exclude={"label", "gates", "pinned_acceptance"})
 
     def dataset_path(self, override: str | None = None) -> Path | None:
         if not isinstance(self.workload, ShareGPTWorkload):
@@ -408,6 +426,28 @@ class Profile(_Strict):
         if not p.is_absolute() and self.source is not None and override is None:
             p = self.source.parent / p
         return p
+
+
+def pinning_refusal(spec: dict[str, Any] | None) -> str | None:
+    """Why a server config cannot get a pinned-acceptance twin, or None if it can.
+
+    vLLM's synthetic sampler takes one unconditional rate per position, so it needs a fixed
+    k; a config that already sets the sampler, or proposes a varying number of tokens
+    (k per batch size), has no single baseline rate per position to pin to."""
+    if spec is None:
+        return "a no-spec config has no acceptance to pin"
+    if not isinstance(spec.get("num_speculative_tokens"), int):
+        return "the speculative_config has no num_speculative_tokens"
+    if spec.get("method") in VARIABLE_LENGTH_METHODS:
+        return (f"method {spec['method']!r} proposes a varying number of tokens, so no single "
+                "rate per position exists")
+    if "num_speculative_tokens_per_batch_size" in spec:
+        return ("num_speculative_tokens_per_batch_size varies k, so no single rate per "
+                "position exists")
+    if spec.get("rejection_sample_method", "standard") != "standard":
+        return (f"its rejection_sample_method is {spec['rejection_sample_method']!r}; the "
+                "pinned twin replaces the standard sampler")
+    return None
 
 
 def _check_ratio_overrides(config_id: str, gate: TpotGainGate, concurrencies: list[int]) -> None:

@@ -89,8 +89,16 @@ class TinyDraftSpec(_Strict):
     tokenizer_seed: int | None = Field(
         None, description="train its own tokenizer with this seed (a vocabulary mismatch)"
     )
+    idle_layers: int = Field(
+        0, ge=0,
+        description=(
+            "layers appended after the copied ones that write nothing into the residual stream"
+            " (o_proj and down_proj are zeros): the same draft, token for token, at a higher"
+            " cost per step — a slower draft with identical acceptance"
+        ),
+    )
 
-    _LATER_KEYS: ClassVar[dict[str, Any]] = {"kind": "draft_model"}
+    _LATER_KEYS: ClassVar[dict[str, Any]] = {"kind": "draft_model", "idle_layers": 0}
 
     @model_validator(mode="after")
     def _head_shape(self) -> TinyDraftSpec:
@@ -99,6 +107,9 @@ class TinyDraftSpec(_Strict):
                 raise ValueError(
                     f"an {self.kind} head copies one layer of the target, its first — fix: "
                     "layers = 1")
+            if self.idle_layers:
+                raise ValueError(
+                    f"an {self.kind} head has no idle layers — fix: remove idle_layers")
             if self.tokenizer_seed is not None:
                 raise ValueError(
                     f"an {self.kind} head works on the target's vocabulary — fix: remove "

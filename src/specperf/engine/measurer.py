@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from specperf.analysis import outside_load
 from specperf.analysis.aggregate import case_result
+from specperf.analysis.attribution import pinned_rates
 from specperf.config.profile import Profile, ServerConfig
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RESTARTS, RunClock
@@ -69,6 +70,15 @@ class _ConfigRun:
     #: Which start of the server trials go to; None: the only one so far.
     start: int | None = None
     current: Case | None = None
+    #: The pinned-acceptance twin's server and its trials, one after each of the
+    #: config's own (None: the config has no twin this run).
+    twin: VllmServer | None = None
+    twin_trials: dict[int, list[Trial]] = field(default_factory=dict)
+
+
+def _per_trial(run: _ConfigRun, c: int) -> int:
+    """Trials run per trial of the case: its own, a paired no-spec one, a twin's."""
+    return 1 + (c in run.paired) + (c in run.twin_trials)
 
 
 @dataclass
@@ -97,6 +107,14 @@ class CaseMeasurer:
     #: Each measured case judged: against the baseline and its paired TPOT gain (None:
     #: nothing to judge against).
     comparisons: dict[Case, CaseComparison | None] = field(default_factory=dict)
+    #: Spec configs measured with a pinned-acceptance twin (set by the session: the
+    #: profile's pinned_acceptance configs, every eligible one under --perf-attribute).
+    attribute: set[str] = field(default_factory=set)
+    #: The twins' measurements per spec case, the rates each config's twin was pinned to,
+    #: and why a config that should have had a twin has none.
+    pinned: dict[Case, CaseResult] = field(default_factory=dict)
+    pinned_rates: dict[str, list[float]] = field(default_factory=dict)
+    pinned_errors: dict[str, str] = field(default_factory=dict)
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         """Concurrencies at which this spec config runs paired no-spec trials: where a
@@ -119,8 +137,12 @@ class CaseMeasurer:
         try:
             outcome = self._carry_out(run, self._plan(run))
         except Exception as exc:  # noqa: BLE001 - reported as the cases' failure
+            if run.twin is not None:
+                self.pool.stop(run.twin.config_id)
             raise self._failed(run, exc) from exc
         self._finish(run, outcome)
+        if run.twin is not None:
+            self.pool.stop(run.twin.config_id)
         return self.results[case]
 
     def _begin(self, case: Case) -> _ConfigRun:
@@ -138,11 +160,40 @@ class CaseMeasurer:
                 paired = []
         run = _ConfigRun(cfg, server, {c: [] for c in concs}, {c: [] for c in paired},
                          nospec, server.version, current=case)
+        if cfg.id in self.attribute:
+            run.twin = self._start_twin(cfg, concs)
+            run.twin_trials = {c: [] for c in concs} if run.twin is not None else {}
         for c in concs:
             self.observer.case_started(Case(config_id=cfg.id, concurrency=c),
-                                       self.repeats * (2 if c in run.paired else 1),
+                                       self.repeats * _per_trial(run, c),
                                        self.profile.load.requests_at(c))
         return run
+
+    def _start_twin(self, cfg: ServerConfig, concs: list[int]) -> VllmServer | None:
+        """The config's pinned-acceptance twin, started with the baseline's per-position
+        rates; None (and why, in pinned_errors and said) when there are none or it does
+        not start. Its failure costs the attribution only, never the config's cases."""
+        ctx = self.baselines()
+        k = cfg.num_speculative_tokens
+        base = [b for c in concs if (b := ctx.case(Case(config_id=cfg.id, concurrency=c)))]
+        rates = pinned_rates(base, k) if k is not None else None
+        if rates is None:
+            why = ("no comparable baseline case with per-position acceptance to pin to "
+                   "(record a baseline first: --perf-update-baselines)")
+        else:
+            twin_id = self.pool.pin(cfg.id, rates)
+            self.say(f"specperf: {cfg.id}: pinned-acceptance twin {twin_id}: vLLM's synthetic "
+                     f"rejection sampler at the baseline's per-position rates {rates}")
+            try:
+                server = self.pool.server_for(twin_id)
+            except ServerError as exc:
+                why = f"its server did not start: {exc.cause}"
+            else:
+                self.pinned_rates[cfg.id] = rates
+                return server
+        self.pinned_errors[cfg.id] = why
+        self.say(f"specperf: {cfg.id}: no acceptance/step-cost attribution: {why}")
+        return None
 
     def _plan(self, run: _ConfigRun) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
         # Something to judge while the server is up: a baseline, or a paired TPOT gain.
@@ -178,7 +229,7 @@ class CaseMeasurer:
         current = run.current = Case(config_id=run.cfg.id, concurrency=c)
         index = len(run.trials[c])
         if index >= self.repeats:  # an extra trial (retry or confirmation)
-            self.observer.case_more_trials(current, 2 if c in run.paired else 1)
+            self.observer.case_more_trials(current, _per_trial(run, c))
         if c in run.paired and run.nospec is not None:
             try:
                 run.paired[c].append(self.runner.trial(run.nospec, c, index, warmup=warmup,
@@ -190,6 +241,17 @@ class CaseMeasurer:
         if run.start is not None:
             trial = trial.model_copy(update={"server_start": run.start})
         run.trials[c].append(trial)
+        if run.twin is not None and c in run.twin_trials:
+            # Right after the config's own trial, so drift lands on both alike.
+            try:
+                run.twin_trials[c].append(self.runner.trial(
+                    run.twin, c, len(run.twin_trials[c]), warmup=not run.twin_trials[c],
+                    case=current))
+            except Exception as exc:  # noqa: BLE001 - fails only the attribution
+                self.pinned_errors[run.cfg.id] = f"{type(exc).__name__}: {exc}"
+                self.say(f"specperf: {current.id}: pinned-acceptance trial failed, no "
+                         f"attribution: {exc}")
+                run.twin_trials.pop(c)
 
     def _restart(self, run: _ConfigRun, concurrencies: tuple[int, ...]) -> str | None:
         """The trials so far of these cases become the first start's; the server starts
@@ -278,6 +340,10 @@ class CaseMeasurer:
             paired = self._paired_result(run, c)
             if paired is not None:
                 self.paired[cc] = paired
+            twin = run.twin_trials.get(c)
+            if twin and run.twin is not None:
+                self.pinned[cc] = case_result(cc, cfg, twin, run.twin.version,
+                                              p.config_hash(cfg))
             # The final judgement: what every check of the case reads, the same comparison
             # `specperf compare` makes of the run file.
             self.comparisons[cc] = self._judge(result, paired)

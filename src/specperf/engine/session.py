@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specperf.analysis import gate, trend
-from specperf.config.profile import Profile, ServerConfig, load_profile
+from specperf.config.profile import (
+    Profile,
+    ServerConfig,
+    load_profile,
+    pinning_refusal,
+)
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
@@ -103,6 +108,8 @@ class PerfOptions:
     retry_inconclusive: int | None = 0
     #: Gate experiments only: load through a delaying proxy (SPECPERF_PROXY_DELAY_MS).
     fault: FaultInjection | None = None
+    #: --perf-attribute: every spec config that can have one gets a pinned-acceptance twin.
+    attribute: bool = False
 
 
 @dataclass
@@ -185,6 +192,7 @@ class PerfSession:
             self.profile, self.pool, runner, self.view, lambda: self.baselines, self.repeats,
             retry_cap=self.retry_cap, say=self.say, wanted=self.wanted,
             tpot_gain_wanted=self.tpot_gain_wanted, clock=self.clock,
+            attribute=self.attributed_configs(),
         )
 
     @cached_property
@@ -193,6 +201,14 @@ class PerfSession:
         return ScenarioRunner(self.profile, self.options.run_dir, self.options.models_cache,
                               self.repeats, self.max_outside_cores, busy_wait_s=self.busy_wait_s,
                               say=self.say, clock=self.clock)
+
+    def attributed_configs(self) -> set[str]:
+        """Spec configs measured with a pinned-acceptance twin: those whose profile entry
+        says pinned_acceptance, and under --perf-attribute every one that can have one
+        (a fixed k, the standard sampler: config.profile.pinning_refusal)."""
+        return {c.id for c in self.profile.server_configs
+                if c.pinned_acceptance
+                or (self.options.attribute and pinning_refusal(c.speculative_config) is None)}
 
     @property
     def baselines(self) -> BaselineContext:
@@ -459,6 +475,10 @@ class PerfSession:
                               if (floor := self.measurer.gain_floor(k)) is not None},
             scenarios=self.scenario_results,
             time_scenarios=self.time_scenario_results if self.time_scenarios_ran else None,
+            pinned_acceptance=({k.id: v for k, v in self.measurer.pinned.items()}
+                               if "measurer" in self.__dict__ else {}),
+            pinned_rates=(dict(self.measurer.pinned_rates)
+                          if "measurer" in self.__dict__ else {}),
         )
 
     def _scenario_servers(self) -> list[ServerRecord]:

@@ -290,6 +290,15 @@ def _draft_weights(
             w = sd[k]
             noise = torch.empty(w.shape, dtype=torch.float32).normal_(0.0, d.noise, generator=gen)
             sd[k] = (w.float() + noise).to(w.dtype).contiguous()
+    for i in range(d.layers, d.layers + d.idle_layers):
+        # An idle layer: the last copied layer's weights, but its attention and MLP outputs
+        # are projected by zeros, so the residual stream passes through unchanged (exactly:
+        # x + 0) while the layer still costs its full matmuls.
+        src = d.layers - 1
+        for p, kind in _LAYER_PARAMS:
+            w = sd[f"model.layers.{src}.{p}"]
+            sd[f"model.layers.{i}.{p}"] = (torch.zeros_like(w) if kind in ("o", "down")
+                                           else w.clone())
     return sd
 
 
@@ -570,7 +579,7 @@ def _build(spec: TinyModelsSpec, out: Path) -> None:
         elif d.kind == "eagle3":
             _write_model(out / name, _eagle3_weights(sd, t), _eagle3_config(t), tok, t)
         else:
-            _write_model(out / name, sd, _llama_config(t, d.layers), tok, t)
+            _write_model(out / name, sd, _llama_config(t, d.layers + d.idle_layers), tok, t)
     _write_json(
         out / _MANIFEST,
         {

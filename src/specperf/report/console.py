@@ -521,6 +521,15 @@ def render_comparison(cmp: RunComparison, width: int | None = None,
             console.print(table)
         if footer:
             console.print(Group(*footer))
+    if cmp.attributions:
+        console.print()
+        console.rule("acceptance loss vs step cost (real vs pinned-acceptance twin vs "
+                     "baseline)", align="left", style="dim")
+        for a in cmp.attributions:
+            style = "bold" if a.causes else ("yellow" if a.undecided else "")
+            console.print(Text(a.summary(), style=style))
+            if a.note:
+                console.print(Text(f"  {a.note}", style="dim"))
     console.print()
     counts = cmp.counts()
     if cmp.refused or counts[Verdict.REGRESSION]:

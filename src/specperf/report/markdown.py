@@ -187,6 +187,15 @@ def comparison_markdown(cmp: RunComparison, *, verbose: bool = False,
             out.append(_details(title, table))
         else:
             out.append(f"{heading}# {title}\n\n{table}")
+    if cmp.attributions:
+        out.append(f"{heading}# Acceptance loss vs step cost ({len(cmp.attributions)})\n\n"
+                   "TPOT change against the baseline, split with each config's pinned-"
+                   "acceptance twin (vLLM's synthetic rejection sampler at the baseline's "
+                   "per-position rates): acceptance = real vs pinned run, step cost = pinned "
+                   f"run vs baseline; intervals: {cmp.rules.confidence * 100:g} % bootstrap\n\n"
+                   + "".join(f"- {md_escape(a.summary())}"
+                             + (f" ({md_escape(a.note)})" if a.note else "") + "\n"
+                             for a in cmp.attributions))
     notes = [(cc, n) for cc in cmp.cases for n in cc.notes]
     if notes:
         shown_notes = notes if row_limit is None else notes[:row_limit]

@@ -265,3 +265,52 @@ def test_negative_retries_are_refused(tmp_path: Path) -> None:
 def test_bad_busy_wait_is_refused(tmp_path: Path, value: str) -> None:
     with pytest.raises(ProfileError, match="load.busy_wait_s"):
         load_profile(_edited(tmp_path, "[load]\n", f"[load]\nbusy_wait_s = {value}\n"))
+
+
+# --- pinned_acceptance (the acceptance / step-cost split, docs/attribution.md) ---------
+
+
+def test_pinned_acceptance_leaves_the_hashes_alone(tmp_path: Path) -> None:
+    p = load_profile(CPU_CI_PROFILE)
+    path = _edited(tmp_path, 'gates.acceptance = { min_rate = 0.05 }',
+                   'gates.acceptance = { min_rate = 0.05 }\npinned_acceptance = true')
+    q = load_profile(path)
+    assert q.config("draft-k2").pinned_acceptance
+    assert not p.config("draft-k2").pinned_acceptance
+    assert q.hash() == p.hash()
+    assert q.config_hash(q.config("draft-k2")) == p.config_hash(p.config("draft-k2"))
+
+
+@pytest.mark.parametrize(("config", "why"), [
+    ('id = "x"', "a no-spec config has no acceptance to pin"),
+    ('id = "x"\nspeculative_config = { method = "ngram", num_speculative_tokens = 3, '
+     'prompt_lookup_max = 3 }', "method 'ngram' proposes a varying number of tokens"),
+    ('id = "x"\nspeculative_config = { method = "draft_model", model = "tiny:draft" }',
+     "no num_speculative_tokens"),
+    ('id = "x"\nspeculative_config = { method = "draft_model", model = "tiny:draft", '
+     'num_speculative_tokens = 3, num_speculative_tokens_per_batch_size = [[1, 3]] }',
+     "num_speculative_tokens_per_batch_size varies k"),
+    ('id = "x"\nspeculative_config = { method = "draft_model", model = "tiny:draft", '
+     'num_speculative_tokens = 2, rejection_sample_method = "synthetic", '
+     'synthetic_acceptance_length = 2.0 }', "rejection_sample_method is 'synthetic'"),
+])
+def test_pinned_acceptance_where_nothing_can_be_pinned_is_refused(
+        tmp_path: Path, config: str, why: str) -> None:
+    text = CPU_CI_PROFILE.read_text().replace('[[server_configs]]\nid = "nospec"\n', "", 1)
+    path = tmp_path / "p.toml"
+    path.write_text(text + f"\n[[server_configs]]\n{config}\npinned_acceptance = true\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert str(path) in msg
+    assert "(id 'x')" in msg and "pinned_acceptance = true" in msg
+    assert why in msg
+    assert "fix: set it only on a spec config with a fixed num_speculative_tokens" in msg
+
+
+def test_pinned_acceptance_must_be_a_boolean(tmp_path: Path) -> None:
+    path = _edited(tmp_path, 'gates.acceptance = { min_rate = 0.05 }',
+                   'gates.acceptance = { min_rate = 0.05 }\npinned_acceptance = "sometimes"')
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert "server_configs[1] (id 'draft-k2').pinned_acceptance" in str(err.value)

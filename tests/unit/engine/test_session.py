@@ -265,3 +265,93 @@ def test_a_fresh_server_that_does_not_start_leaves_the_first_measurement(
     assert out[1].note is not None and "did not start (exited with code 1)" in out[1].note
     assert out[1].trials == out[1].first_trials == 5 and not out[1].outcome
     assert cfg.id not in ps.server_errors
+
+
+# --- the pinned-acceptance twin (docs/attribution.md) ----------------------------------
+
+
+class TwinRunner(FakeRunner):
+    """Hands out trials and records which server each went to."""
+
+    def __init__(self, pool: Iterator[Trial]) -> None:
+        super().__init__(pool)
+        self.servers: list[str] = []
+
+    def trial(self, server: Any, concurrency: int, index: int, warmup: bool,
+              case: Case | None = None, paired: bool = False) -> Trial:
+        self.servers.append(server.config_id)
+        return super().trial(server, concurrency, index, warmup, case, paired)
+
+
+def twin_session(tmp_path: Path, said: list[str], *, baseline: bool,
+                 twin_fails: bool = False) -> tuple[PerfSession, TwinRunner, list[str]]:
+    opts = PerfOptions(
+        profile=str(CI_PROFILE), rootdir=REPO, run_dir=tmp_path / "run", json_path=None,
+        baselines_dir=tmp_path / "baselines", update_baselines=False, force=False,
+        repeats=3, dataset=None, models_cache=tmp_path / "models", retry_inconclusive=None,
+        attribute=True)
+    ps = PerfSession(options=opts, say=said.append)
+    ps.profile.compare.confirm_on_fresh_server = False
+    ps.wanted = {"draft-k2": {1}}
+    if baseline:
+        cfg = ps.profile.config("draft-k2")
+        base = case_result(Case(config_id="draft-k2", concurrency=1), cfg, trials_of(3, 3),
+                           "0.32.0", ps.profile.config_hash(cfg))
+        with_baseline(ps, [base], synthetic_run(configs=(DRAFT,), concurrencies=(1,),
+                                                trials=1, profile="cpu-ci").provenance)
+    started: list[str] = []
+
+    def server_for(config_id: str) -> Any:
+        started.append(config_id)
+        if twin_fails and config_id.endswith("@pinned"):
+            raise ServerError(config_id, "boom", tmp_path / "x.log", "")
+        return fake_server(config_id)
+
+    ps.pool.server_for = server_for  # type: ignore[method-assign]
+    runner = TwinRunner(iter(trials_of(seed=11, n=20)))
+    ps.measurer.runner = runner  # type: ignore[assignment]
+    return ps, runner, started
+
+
+def test_attribute_gives_every_fixed_k_spec_config_a_twin(tmp_path: Path) -> None:
+    ps, _, _ = twin_session(tmp_path, [], baseline=False)
+    # cpu-ci: draft-k2 and self-k3 are fixed-k spec configs; nospec has nothing to pin.
+    assert ps.attributed_configs() == {"draft-k2", "self-k3"}
+    ps.options.attribute = False
+    assert ps.attributed_configs() == set()
+
+
+def test_the_twin_runs_a_trial_after_each_of_the_configs_own(tmp_path: Path) -> None:
+    said: list[str] = []
+    ps, runner, started = twin_session(tmp_path, said, baseline=True)
+    case = Case(config_id="draft-k2", concurrency=1)
+    ps.measure(case)
+    assert started == ["draft-k2", "draft-k2@pinned"]
+    assert runner.servers == ["draft-k2", "draft-k2@pinned"] * 3
+    # the twin's first trial warms it up, as the config's first trial does
+    assert [w for _, w in runner.calls] == [True, True, False, False, False, False]
+    base = ps.baselines.case(case)
+    assert base is not None and base.acceptance is not None
+    rates = ps.measurer.pinned_rates["draft-k2"]
+    assert rates == pytest.approx(base.acceptance.per_position_rate, abs=1e-6)
+    assert ps.pool.config("draft-k2@pinned").speculative_config == {
+        **ps.profile.config("draft-k2").speculative_config,  # type: ignore[dict-item]
+        "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": rates}
+    run = ps.run_result()
+    assert list(run.pinned_acceptance) == ["draft-k2-c1"]
+    assert len(run.pinned_acceptance["draft-k2-c1"].trials) == 3
+    assert run.pinned_rates == {"draft-k2": rates}
+    assert any("pinned-acceptance twin draft-k2@pinned" in s for s in said)
+
+
+def test_no_baseline_or_a_twin_that_fails_costs_the_attribution_only(tmp_path: Path) -> None:
+    for baseline, fails, why in ((False, False, "no comparable baseline case"),
+                                 (True, True, "its server did not start: boom")):
+        said: list[str] = []
+        ps, runner, _ = twin_session(tmp_path, said, baseline=baseline, twin_fails=fails)
+        result = ps.measure(Case(config_id="draft-k2", concurrency=1))
+        assert len(result.trials) == 3
+        assert runner.servers == ["draft-k2"] * 3
+        assert why in ps.measurer.pinned_errors["draft-k2"]
+        assert any("no acceptance/step-cost attribution" in s and why in s for s in said)
+        assert ps.run_result().pinned_acceptance == {}

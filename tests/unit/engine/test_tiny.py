@@ -29,6 +29,7 @@ SMALL = TinyModelsSpec(
         "draft": TinyDraftSpec(layers=1),
         "weak": TinyDraftSpec(layers=1, noise=0.01),
         "alien": TinyDraftSpec(layers=1, tokenizer_seed=7),
+        "slow": TinyDraftSpec(layers=1, idle_layers=2),
     },
 )
 
@@ -115,7 +116,7 @@ def test_draft_deeper_than_target_is_refused(tmp_path: Path) -> None:
 
 
 def test_layout(built: dict[str, Path]) -> None:
-    assert set(built) == {"target", "draft", "weak", "alien"}
+    assert set(built) == {"target", "draft", "weak", "alien", "slow"}
     for d in built.values():
         for f in (
             "model.safetensors",
@@ -293,3 +294,28 @@ def test_loads_as_llama(built: dict[str, Path]) -> None:
             logits = model(torch.tensor([[1, 50, 60, 70]])).logits
         assert logits.shape == (1, 4, SMALL.target.vocab_size)
         assert torch.isfinite(logits).all()
+
+
+def test_idle_layers_make_the_same_draft_deeper(built: dict[str, Path]) -> None:
+    """A draft with idle layers computes what the draft without them does (the slower
+    draft of benchmarks/attribution.py: a step-cost change with acceptance unchanged)."""
+    torch = need_module("torch")
+    transformers = need_module("transformers")
+    slow = load_weights(built["slow"])
+    assert json.loads((built["slow"] / "config.json").read_text())["num_hidden_layers"] == 3
+    for layer in (1, 2):
+        assert not slow[f"model.layers.{layer}.self_attn.o_proj.weight"].any()
+        assert not slow[f"model.layers.{layer}.mlp.down_proj.weight"].any()
+        assert slow[f"model.layers.{layer}.self_attn.q_proj.weight"].any()  # it still computes
+    ids = torch.tensor([[1, 50, 60, 70, 80, 90]])
+    logits = {}
+    for name in ("draft", "slow"):
+        model = transformers.LlamaForCausalLM.from_pretrained(str(built[name]))
+        with torch.no_grad():
+            logits[name] = model(ids).logits
+    # attention and MLP outputs projected by zeros add exactly 0 to the residual stream
+    assert torch.equal(logits["draft"], logits["slow"])
+    # the key is left out at its default: specs written before it keep their cache key
+    assert "idle_layers" not in TinyDraftSpec().model_dump()
+    with pytest.raises(ValueError, match="idle_layers"):
+        TinyDraftSpec(kind="eagle", idle_layers=1)

@@ -86,6 +86,37 @@ def need_module(name: str, enable: str = INSTALL_VLLM):
 # --------------------------------------------------------------------------- files
 
 
+def trimmed_cpu_ci_profile(name: str, concurrencies: list[int]) -> str:
+    """The head of a small e2e profile: cpu-ci's target, serve args, env and [tiny] table,
+    16 ShareGPT prompts, 32 greedy tokens, 4 requests a case; the caller appends its own
+    gates, rules, server configs and scenarios."""
+    ci = CPU_CI_PROFILE.read_text()
+    head = ci[ci.index('target = "tiny:target"'):ci.index("startup_timeout_s")]
+    tiny = ci[ci.index("\n[tiny]\n") + 1:ci.index("[gates.acceptance]")]
+    return f'''name = "{name}"
+{head}startup_timeout_s = 300
+concurrencies = {concurrencies}
+
+[workload]
+kind = "sharegpt"
+path = "{REPO_ROOT / "datasets" / "sharegpt-tiny.json"}"
+seed = 0
+num_prompts = 16
+max_input_chars = 600
+
+[sampling]
+temperature = 0.0
+seed = 0
+max_tokens = 32
+ignore_eos = true
+
+[load]
+requests = 4
+warmup_requests = 1
+
+{tiny}'''
+
+
 def load_weights(model_dir: Path) -> dict:
     """A generated tiny model's tensors by name (safetensors needs torch: callers skip
     without it first)."""

@@ -27,7 +27,7 @@ import pytest
 
 from specperf.schemas import RunResult
 from tests.e2e.test_faults import assert_no_vllm_left
-from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, REPO_ROOT, unchecked
+from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -39,38 +39,13 @@ pytestmark = [
 ]
 
 RUN_TIMEOUT_S = 900
-DATASET = REPO_ROOT / "datasets" / "sharegpt-tiny.json"
 GROWTH_MS_PER_S = 8
 
 
 def profile_text() -> str:
     """cpu-ci's target, serve args, env and [tiny] table; a draft k=2 config and a
     dynamic-k one; two soaks and one ramp, trimmed to seconds."""
-    ci = CPU_CI_PROFILE.read_text()
-    head = ci[ci.index('target = "tiny:target"'):ci.index("startup_timeout_s")]
-    tiny = ci[ci.index("\n[tiny]\n") + 1:ci.index("[gates.acceptance]")]
-    return f'''name = "scenarios-time"
-{head}startup_timeout_s = 300
-concurrencies = [1, 4]
-
-[workload]
-kind = "sharegpt"
-path = "{DATASET}"
-seed = 0
-num_prompts = 16
-max_input_chars = 600
-
-[sampling]
-temperature = 0.0
-seed = 0
-max_tokens = 32
-ignore_eos = true
-
-[load]
-requests = 4
-warmup_requests = 1
-
-{tiny}
+    return trimmed_cpu_ci_profile("scenarios-time", [1, 4]) + '''
 [compare.metrics.acceptance_rate]
 min_effect = 0.0
 
@@ -79,7 +54,7 @@ min_effect = 0.25
 
 [[server_configs]]
 id = "draft-k2"
-speculative_config = {{ method = "draft_model", model = "tiny:draft", num_speculative_tokens = 2 }}
+speculative_config = { method = "draft_model", model = "tiny:draft", num_speculative_tokens = 2 }
 
 [[server_configs]]
 id = "draft-dynk"

@@ -22,7 +22,7 @@ import pytest
 from specperf.analysis import spec_counters
 from specperf.schemas import RunResult
 from tests.e2e.test_faults import assert_no_vllm_left
-from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, REPO_ROOT, unchecked
+from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -33,37 +33,12 @@ pytestmark = [
 ]
 
 RUN_TIMEOUT_S = 600
-DATASET = REPO_ROOT / "datasets" / "sharegpt-tiny.json"
 
 
 def profile_text() -> str:
     """cpu-ci's target, serve args, env and [tiny] table; one ngram config with dynamic k;
     an acceptance table with no floors at all."""
-    ci = CPU_CI_PROFILE.read_text()
-    head = ci[ci.index('target = "tiny:target"'):ci.index("startup_timeout_s")]
-    tiny = ci[ci.index("\n[tiny]\n") + 1:ci.index("[gates.acceptance]")]
-    return f'''name = "spec-checks"
-{head}startup_timeout_s = 300
-concurrencies = [1, 2]
-
-[workload]
-kind = "sharegpt"
-path = "{DATASET}"
-seed = 0
-num_prompts = 16
-max_input_chars = 600
-
-[sampling]
-temperature = 0.0
-seed = 0
-max_tokens = 32
-ignore_eos = true
-
-[load]
-requests = 4
-warmup_requests = 1
-
-{tiny}
+    return trimmed_cpu_ci_profile("spec-checks", [1, 2]) + '''
 [gates.acceptance]
 
 [[server_configs]]

@@ -329,6 +329,10 @@ def standin_run(battery: Battery) -> Outcome:
 
 
 # ------------------------------------------------------------------------- the faults
+# Tests reading one shared run (startup_run, standin_run) carry its xdist_group, so under
+# `nox -s tests`' parallel workers that run is made once, on one worker. Each worker makes
+# its own battery (and records its own baseline); the runs' limits are far from anything a
+# neighbour's load could reach, and the contention guard is off in every run.
 
 
 def test_01_server_killed_mid_case(battery: Battery) -> None:
@@ -351,6 +355,7 @@ def test_01_server_killed_mid_case(battery: Battery) -> None:
     assert any(s.config_id == "victim" and s.error for s in o.run.servers)
 
 
+@pytest.mark.xdist_group("faults-startup-run")
 def test_02_startup_out_of_memory(battery: Battery, startup_run: Outcome) -> None:
     """A KV cache of 100000 GiB (VLLM_CPU_KVCACHE_SPACE): vLLM refuses at startup; the
     first line says so, the log's tail follows, the other configs are measured."""
@@ -375,6 +380,7 @@ def test_03_startup_timeout(battery: Battery) -> None:
         assert len(re.findall(rf"starting vLLM for {cid} on", o.out)) == 1, _why(o)
 
 
+@pytest.mark.xdist_group("faults-startup-run")
 def test_04_port_taken(battery: Battery, startup_run: Outcome) -> None:
     """Another process binds the port between free_port() and the server's bind (a real
     listening socket, placed there by the stand-in plugin): the server is started again on
@@ -387,6 +393,7 @@ def test_04_port_taken(battery: Battery, startup_run: Outcome) -> None:
     assert len(re.findall(r"starting vLLM for porttaken on", o.out)) == 2, _why(o)
 
 
+@pytest.mark.xdist_group("faults-startup-run")
 def test_05_server_exits_at_once(battery: Battery, startup_run: Outcome) -> None:
     """--max-model-len beyond the model's: vLLM's config refuses it and the server exits
     during startup; one line with vLLM's own error, then the log's tail."""
@@ -398,6 +405,7 @@ def test_05_server_exits_at_once(battery: Battery, startup_run: Outcome) -> None
     assert o.code == 1
 
 
+@pytest.mark.xdist_group("faults-standin-run")
 @pytest.mark.parametrize(("fault", "cause"), [
     ("metrics-missing", r"metrics-missing-c1: measuring failed: ScrapeError: \S+/metrics answered "
                         r"HTTP 404"),
@@ -416,6 +424,7 @@ def test_06_07_08_metrics_faults(battery: Battery, standin_run: Outcome, fault: 
     assert f"FAILED perf_tests/test_latency.py::test_requests[{fault}-c1]" in o.out
 
 
+@pytest.mark.xdist_group("faults-standin-run")
 def test_09_requests_fail_http_500(battery: Battery, standin_run: Outcome) -> None:
     """STAND-IN (vLLM answers well-formed requests): every completion answers HTTP 500.
     The requests gate fails with the first error; the log's tail is printed with it."""
@@ -436,6 +445,7 @@ def test_10_requests_time_out(battery: Battery) -> None:
     assert "FAILED perf_tests/test_latency.py::test_requests[nospec-c1]" in o.out
 
 
+@pytest.mark.xdist_group("faults-standin-run")
 def test_11_stream_stalls(battery: Battery, standin_run: Outcome) -> None:
     """STAND-IN (vLLM does not stall a stream): after two text chunks the proxy holds the
     stream open; the request ends at load.request_timeout_s saying how far it got."""

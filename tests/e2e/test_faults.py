@@ -137,7 +137,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def vllm_left(marker: Path) -> list[int]:
     """`pgrep -f vllm.entrypoints`, narrowed to servers of this battery (their
-    environment names its directory: caches, TMPDIR); a neighbour's vLLM is not ours."""
+    environment names its run directory: SPECPERF_RUN_DIR); a neighbour's vLLM is not ours."""
     found = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True,
                            text=True, check=False).stdout.split()
     mine = []

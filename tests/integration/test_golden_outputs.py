@@ -16,7 +16,8 @@ collects test_prefix_cache — its spec configs with [scenarios.prefix_cache], e
 no-cases item — and test_soak / test_ramp (each [scenarios.soak] / [scenarios.ramp], else one
 skipped no-cases item), and the run schema gained the optional scenarios, time_scenarios and
 trials' prefix_cache counts, #16; the run schema gained the optional pinned_acceptance
-and pinned_rates of a pinned-acceptance twin, #15).
+and pinned_rates of a pinned-acceptance twin, and the baseline schema the same two
+fields, the twin kept with the baseline as the reference of a later twin, #15).
 """
 
 from __future__ import annotations

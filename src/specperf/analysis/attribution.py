@@ -4,11 +4,22 @@ A spec config with a pinned-acceptance twin (``[[server_configs]] pinned_accepta
 ``--perf-attribute``) is also measured on a server whose rejection sampler is vLLM's
 synthetic one, pinned to the baseline's per-position acceptance rates. That twin drafts
 and verifies exactly as the real server does — same draft, same k, same server version —
-and only its acceptance is the baseline's. So, for TPOT (lower is better):
+and only its acceptance is the baseline's. But its sampler is not the real server's: the
+synthetic sampler costs what it costs (on CPU, specperf's port of vLLM's kernels; on GPU,
+vLLM's synthetic kernels in place of its rejection sampler). So each side is measured
+against the same pair in the baseline — a twin kept with the baseline at the same rates —
+and that cost cancels. For TPOT (lower is better):
 
-- **acceptance effect** = real run vs pinned run: only acceptance differs;
-- **step cost effect** = pinned run vs the baseline's real run: the acceptance is the same
-  (the baseline's, by construction), only what a step costs differs.
+- **step cost effect** = this run's twin vs the baseline's twin: the same sampler and the
+  same acceptance (pinned), only what a step costs differs;
+- **acceptance effect** = real ÷ twin, trial by trial, in this run vs in the baseline's
+  runs: the gap between the real server and its pinned twin moves only with acceptance
+  (the twin's trial follows each real trial on the same machine, so run drift cancels too).
+
+A baseline recorded without a twin at these rates (its first run: there is nothing to pin
+to yet) leaves the plain split — acceptance = real vs twin in this run, step cost = twin vs
+the baseline's real server — in which the synthetic sampler's own cost counts as step
+cost; the attribution's ``reference`` and note say so.
 
 Each side is judged by the verdict rule every comparison uses
 (:func:`specperf.analysis.stats.compare_samples`, with the profile's TPOT rule: its
@@ -32,7 +43,7 @@ from specperf.analysis.stats import Comparison, Verdict, between_run_spread, com
 from specperf.config.rules import CompareRules
 from specperf.schemas import CaseResult
 
-__all__ = ["Attribution", "attribute", "pinned_rates"]
+__all__ = ["Attribution", "attribute", "pinned_rates", "same_pin"]
 
 Cause = Literal["acceptance", "step cost"]
 
@@ -65,6 +76,12 @@ def pinned_rates(cases: Sequence[CaseResult], k: int) -> list[float] | None:
     return rates
 
 
+def same_pin(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Two twins pinned to the same rates (to the digits a pin is written with)."""
+    return len(a) == len(b) and all(abs(x - y) <= 10 ** -RATE_DIGITS
+                                    for x, y in zip(a, b, strict=True))
+
+
 class Attribution(BaseModel):
     """One spec case's TPOT change against the baseline, split into its two causes."""
 
@@ -75,8 +92,16 @@ class Attribution(BaseModel):
     measured_rates: list[float] = Field(
         description="the twin's measured per-position rates (≈ pinned_rates)")
     total: Comparison = Field(description="TPOT: the real run vs the baseline")
-    acceptance: Comparison = Field(description="TPOT: the real run vs the pinned run")
-    step_cost: Comparison = Field(description="TPOT: the pinned run vs the baseline")
+    acceptance: Comparison = Field(
+        description="reference 'baseline twin': real ÷ pinned TPOT per trial, this run vs the "
+                    "baseline's; reference 'baseline': TPOT, the real run vs the pinned run")
+    step_cost: Comparison = Field(
+        description="TPOT: the pinned run vs the baseline's pinned runs (reference 'baseline "
+                    "twin') or vs the baseline's real runs (reference 'baseline')")
+    reference: Literal["baseline twin", "baseline"] = Field(
+        "baseline", description="what both sides are measured against: the baseline's own "
+                                "twin at the same rates (the synthetic sampler's cost "
+                                "cancels), or the baseline's real server only")
     causes: list[str] = Field(
         description="the sides decided a change: 'acceptance', 'step cost' (an improvement "
                     "is named '… (improvement)'); empty: no cause")
@@ -85,10 +110,14 @@ class Attribution(BaseModel):
     note: str | None = None
 
     def summary(self) -> str:
-        """``TPOT +X% [a, b]: acceptance +Y% [..] (real vs pinned), step cost +Z% [..]
-        (pinned vs baseline) — cause: …``"""
+        """``TPOT +X% [a, b]: acceptance +Y% [..] (real ÷ pinned vs the baseline's), step
+        cost +Z% [..] (pinned vs the baseline's pinned) — cause: …``"""
+        if self.reference == "baseline twin":
+            sides = ("real ÷ pinned vs the baseline's", "pinned vs the baseline's pinned")
+        else:
+            sides = ("real vs pinned", "pinned vs baseline")
         return (f"{self.case_id}: TPOT {_pct(self.total)}: acceptance {_pct(self.acceptance)} "
-                f"(real vs pinned), step cost {_pct(self.step_cost)} (pinned vs baseline) — "
+                f"({sides[0]}), step cost {_pct(self.step_cost)} ({sides[1]}) — "
                 f"{self.cause_text()}")
 
     def cause_text(self) -> str:
@@ -110,35 +139,63 @@ def _pct(c: Comparison) -> str:
 
 
 def attribute(base: CaseResult, cur: CaseResult, pinned: CaseResult, rules: CompareRules,
-              rates: Sequence[float], earlier: Sequence[CaseResult] = ()) -> Attribution:
+              rates: Sequence[float], earlier: Sequence[CaseResult] = (),
+              base_twins: Sequence[tuple[CaseResult, CaseResult]] = ()) -> Attribution:
     """Split ``cur``'s TPOT change against ``base`` with its pinned-acceptance twin.
 
     ``earlier``: the baseline case's kept earlier runs. As in every comparison with the
     baseline (:mod:`specperf.analysis.compare`), up to ``baseline_runs`` runs are pooled on
     the baseline side and the spread between their centres widens the intervals that
-    cross runs — total and step cost. The acceptance side compares two servers measured
-    in the same run, trial by trial interleaved, so no run-to-run drift lies between them."""
+    cross runs. ``base_twins``: (real, twin) of the baseline's kept runs whose twin was
+    pinned to these same rates, newest first; with them the split is measured against the
+    baseline's own pair (the module's docstring), else against its real server only."""
     rule = rules.rule("tpot")
     runs = [base, *earlier][: rules.baseline_runs]
-    by_trial = min(min(len(r.trials) for r in runs), len(cur.trials),
-                   len(pinned.trials)) >= rules.min_trials
+    by_trial = min(len(r.trials) for r in [*runs, cur, pinned]) >= rules.min_trials
+    # The twin-referenced split pairs trials (a real one, then its twin's): whole pairs only.
+    twins = [(r, t) for r, t in base_twins
+             if len(r.trials) == len(t.trials) >= rules.min_trials][: rules.baseline_runs]
     values = per_trial if by_trial else per_request
     statistic: Literal["median", "mean"] = "mean" if rule.statistic == "mean" else "median"
-    base_runs = [values(r, "tpot") for r in runs]
-    between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else 0.0
 
-    def judge(name: str, b: list[float], c: CaseResult, *, across_runs: bool) -> Comparison:
+    def judge(name: str, b_runs: list[list[float]], c: list[float]) -> Comparison:
+        """``c`` against the pooled ``b_runs``, widened by their spread when they cross runs."""
+        between = between_run_spread(b_runs, statistic=statistic) if len(b_runs) > 1 else 0.0
         return compare_samples(
-            f"TPOT ({name})", b, values(c, "tpot"), direction=rule.direction,
+            f"TPOT ({name})", [v for vs in b_runs for v in vs], c, direction=rule.direction,
             min_effect=rule.min_effect, alpha=rules.alpha, statistic=statistic,
             confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-            between_run_sd=between if across_runs else 0.0,
-            baseline_runs=len(runs) if across_runs else 1)
+            between_run_sd=between, baseline_runs=len(b_runs))
 
-    pooled = [v for vs in base_runs for v in vs]
-    total = judge("run vs baseline", pooled, cur, across_runs=True)
-    acceptance = judge("run vs pinned", values(pinned, "tpot"), cur, across_runs=False)
-    step_cost = judge("pinned vs baseline", pooled, pinned, across_runs=True)
+    total = judge("run vs baseline", [values(r, "tpot") for r in runs], values(cur, "tpot"))
+    notes = []
+    if twins and by_trial:
+        reference: Literal["baseline twin", "baseline"] = "baseline twin"
+        step_cost = judge("pinned vs the baseline's pinned",
+                          [per_trial(t, "tpot") for _, t in twins], per_trial(pinned, "tpot"))
+        # Within one run the real/twin gap has no run offset to carry (the twin's trial
+        # follows each real one), so the baseline's runs pool with no spread added.
+        acceptance = compare_samples(
+            "TPOT real ÷ pinned (run vs baseline)",
+            [v for r, t in twins for v in _ratios(r, t)], _ratios(cur, pinned),
+            direction=rule.direction, min_effect=rule.min_effect, alpha=rules.alpha,
+            statistic=statistic, confidence=rules.confidence, n_resamples=rules.n_resamples,
+            seed=rules.seed)
+        if len(twins) == 1:
+            notes.append("one baseline run with a twin: the step-cost interval shows no "
+                         "run-to-run drift (keep more runs in the baseline)")
+    else:
+        reference = "baseline"
+        acceptance = judge("run vs pinned", [values(pinned, "tpot")], values(cur, "tpot"))
+        step_cost = judge("pinned vs baseline", [values(r, "tpot") for r in runs],
+                          values(pinned, "tpot"))
+        notes.append("the baseline kept no twin at these rates: step cost is the twin vs the "
+                     "baseline's real server, so what the synthetic sampler itself costs "
+                     "counts as step cost (record the baseline with the twin: "
+                     "--perf-attribute --perf-update-baselines)")
+        if len(runs) == 1:
+            notes.append("one baseline run: the total and step-cost intervals show no "
+                         "run-to-run drift (keep more runs in the baseline)")
     causes: list[str] = []
     for name, comparison in (("acceptance", acceptance), ("step cost", step_cost)):
         if comparison.verdict == Verdict.REGRESSION:
@@ -147,15 +204,18 @@ def attribute(base: CaseResult, cur: CaseResult, pinned: CaseResult, rules: Comp
             causes.append(f"{name} (improvement)")
     undecided = not causes and Verdict.INCONCLUSIVE in (acceptance.verdict, step_cost.verdict)
     measured = pinned.acceptance.per_position_rate if pinned.acceptance is not None else []
-    notes = []
     if not by_trial:
-        notes.append(f"samples are requests (fewer than {rules.min_trials} trials on a "
-                     "side): the intervals understate trial-to-trial drift")
-    if len(runs) == 1:
-        notes.append("one baseline run: the total and step-cost intervals show no "
-                     "run-to-run drift (keep more runs in the baseline)")
+        notes.insert(0, f"samples are requests (fewer than {rules.min_trials} trials on a "
+                        "side): the intervals understate trial-to-trial drift")
     note = "; ".join(notes) or None
     return Attribution(case_id=cur.case.id, pinned_rates=list(rates), measured_rates=measured,
-                       total=total, acceptance=acceptance, step_cost=step_cost, causes=causes,
-                       undecided=undecided, samples="trials" if by_trial else "requests",
-                       note=note)
+                       total=total, acceptance=acceptance, step_cost=step_cost,
+                       reference=reference, causes=causes, undecided=undecided,
+                       samples="trials" if by_trial else "requests", note=note)
+
+
+def _ratios(real: CaseResult, twin: CaseResult) -> list[float]:
+    """Per trial: the real server's median TPOT ÷ its twin's in the trial that followed
+    (a real trial without a twin's, e.g. a fresh-server confirmation's, has no ratio)."""
+    return [r / t for r, t in zip(per_trial(real, "tpot"), per_trial(twin, "tpot"), strict=False)
+            if t > 0 and math.isfinite(r) and math.isfinite(t)]

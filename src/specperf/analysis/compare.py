@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
-from specperf.analysis.attribution import Attribution, attribute
+from specperf.analysis.attribution import Attribution, attribute, same_pin
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
 from specperf.analysis.outside_load import busy_reason, comparison_note
 from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trials_for_shift
@@ -52,6 +52,7 @@ from specperf.analysis.samples import (
     by_start,
     earlier_pairs,
     earlier_runs,
+    kept_runs,
     per_request,
     per_trial,
 )
@@ -193,7 +194,7 @@ class RunComparison(_Model):
     attributions: list[Attribution] = Field(
         default_factory=list,
         description="per spec case with a pinned-acceptance twin: its TPOT change split "
-                    "into acceptance (real vs pinned) and step cost (pinned vs baseline); "
+                    "into acceptance and step cost (docs/attribution.md); "
                     "diagnosis only, no check reads it")
 
     @property
@@ -888,7 +889,24 @@ def _attributions(run: RunResult, baseline: RunResult | Baseline,
             continue
         rates = run.pinned_rates.get(cur.case.config_id, [])
         out.append(attribute(base, cur, pinned, rules, rates,
-                             earlier=earlier_runs(base, baseline, history)))
+                             earlier=earlier_runs(base, baseline, history),
+                             base_twins=_kept_twins(base, rates, baseline, history)))
+    return out
+
+
+def _kept_twins(base: CaseResult, rates: Sequence[float], baseline: RunResult | Baseline,
+                history: Sequence[RunResult | Baseline]) -> list[tuple[CaseResult, CaseResult]]:
+    """(real, twin) of the baseline and its kept runs whose twin of this case was pinned to
+    ``rates`` (same server config as the baseline case); newest first."""
+    out = []
+    for kept in [baseline, *kept_runs(baseline, history)]:
+        case = kept.case(base.case)
+        twin = kept.pinned_acceptance.get(base.case.id)
+        kept_rates = kept.pinned_rates.get(base.case.config_id)
+        if (case is None or twin is None or kept_rates is None
+                or case.config_hash != base.config_hash or not same_pin(kept_rates, rates)):
+            continue
+        out.append((case, twin))
     return out
 
 

@@ -164,11 +164,19 @@ class BaselineContext:
             or self.prompts_mismatch() is not None
         ):
             cases = {}
-        paired = dict(self.baseline.paired_nospec) if self.baseline is not None and cases else {}
+        old = self.baseline if self.baseline is not None and cases else None
+        paired = dict(old.paired_nospec) if old is not None else {}
+        twins = dict(old.pinned_acceptance) if old is not None else {}
+        rates = dict(old.pinned_rates) if old is not None else {}
         for c in run.cases:
             cases[c.case] = c
-            # A re-measured case keeps its own gain (or none), never the old one's.
+            # A re-measured case keeps its own gain and twin (or none), never the old ones.
             paired.pop(c.case.id, None)
+            twins.pop(c.case.id, None)
         paired.update(run.paired_nospec)
+        twins.update(run.pinned_acceptance)
+        rates.update(run.pinned_rates)
+        with_twin = {c.case.config_id for c in twins.values()}
+        rates = {cid: r for cid, r in rates.items() if cid in with_twin}
         return Baseline(provenance=run.provenance, cases=list(cases.values()),
-                        paired_nospec=paired)
+                        paired_nospec=paired, pinned_acceptance=twins, pinned_rates=rates)

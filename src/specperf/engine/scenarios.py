@@ -162,9 +162,8 @@ class ScenarioRunner:
         assert spec is not None
         prof = prefix_cache_profile(self.profile)
         view = self.observer or LineObserver(self.say)
-        # Logs in the scenario's own directory; caches and temp files in the run's, whose
-        # path is as short as the main servers' (vLLM's IPC socket paths in TMPDIR must
-        # stay under 108 bytes).
+        # Logs in the scenario's own directory; caches and temp files in the run's, as the
+        # main servers' (specperf.engine.server.server_tmpdir keeps TMPDIR short enough).
         logs = self.run_dir / "scenarios" / kind / "servers"
         pool = ServerPool(prof, self.run_dir, self.models_cache, say=self.say, observer=view,
                           clock=self.clock, log_dir=logs)

@@ -14,10 +14,12 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -128,13 +130,14 @@ def run_env(run_dir: Path, extra: dict[str, str], offline: bool,
     env = dict(os.environ)
     env.update(expand_env(extra))
     cache = compile_cache if compile_cache is not None else run_dir / "cache"
-    tmp = run_dir / "tmp"
-    for d in (cache / "vllm", cache / "inductor", tmp):
+    for d in (cache / "vllm", cache / "inductor"):
         d.mkdir(parents=True, exist_ok=True)
     # Without these vLLM litters ~/.cache and /tmp with compile caches per run.
     env.setdefault("VLLM_CACHE_ROOT", str(cache / "vllm"))
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
-    env["TMPDIR"] = str(tmp)
+    env["TMPDIR"] = str(server_tmpdir(run_dir))
+    # Which run a server belongs to, whatever its TMPDIR: for whoever looks at the machine.
+    env["SPECPERF_RUN_DIR"] = str(run_dir)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
     env["PYTHONUNBUFFERED"] = "1"
@@ -142,6 +145,33 @@ def run_env(run_dir: Path, extra: dict[str, str], offline: bool,
         env["HF_HUB_OFFLINE"] = "1"
         env["TRANSFORMERS_OFFLINE"] = "1"
     return env
+
+
+#: The longest TMPDIR a vLLM server can start in: vLLM binds its ZeroMQ IPC sockets at
+#: ``<TMPDIR>/<uuid4>`` (36 characters), and a Unix socket's path holds at most 107 bytes
+#: ("ipc path ... is longer than 107 characters" at every start otherwise).
+IPC_TMPDIR_MAX = 107 - 1 - 36
+#: The short temp directories made for run directories whose tmp/ is too long: removed
+#: when this process exits (its servers are stopped by then: stop_all, registered first).
+_SHORT_TMPDIRS: dict[Path, Path] = {}
+
+
+def server_tmpdir(run_dir: Path) -> Path:
+    """The servers' TMPDIR: ``<run_dir>/tmp``, so that what vLLM writes there stays with the
+    run; when that path is too long for vLLM's IPC sockets (a deep --perf-run-dir), a
+    private directory of this process under the system's temp directory instead."""
+    tmp = run_dir / "tmp"
+    if len(os.fsencode(tmp)) <= IPC_TMPDIR_MAX:
+        tmp.mkdir(parents=True, exist_ok=True)
+        return tmp
+    if run_dir not in _SHORT_TMPDIRS:
+        _SHORT_TMPDIRS[run_dir] = Path(tempfile.mkdtemp(prefix="specperf-"))
+    return _SHORT_TMPDIRS[run_dir]
+
+
+def _remove_short_tmpdirs() -> None:
+    for d in _SHORT_TMPDIRS.values():
+        shutil.rmtree(d, ignore_errors=True)
 
 
 #: Placeholders a profile's env values may use, e.g. LD_PRELOAD of a library that
@@ -314,4 +344,6 @@ def stop_all() -> None:
         s.stop(grace_s=5.0)
 
 
+# Registered after _remove_short_tmpdirs, so it runs first (atexit runs last-in first).
+atexit.register(_remove_short_tmpdirs)
 atexit.register(stop_all)

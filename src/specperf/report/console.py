@@ -523,8 +523,8 @@ def render_comparison(cmp: RunComparison, width: int | None = None,
             console.print(Group(*footer))
     if cmp.attributions:
         console.print()
-        console.rule("acceptance loss vs step cost (real vs pinned-acceptance twin vs "
-                     "baseline)", align="left", style="dim")
+        console.rule("acceptance loss vs step cost (real vs pinned-acceptance twin, each "
+                     "against the baseline's)", align="left", style="dim")
         for a in cmp.attributions:
             style = "bold" if a.causes else ("yellow" if a.undecided else "")
             console.print(Text(a.summary(), style=style))

@@ -191,8 +191,10 @@ def comparison_markdown(cmp: RunComparison, *, verbose: bool = False,
         out.append(f"{heading}# Acceptance loss vs step cost ({len(cmp.attributions)})\n\n"
                    "TPOT change against the baseline, split with each config's pinned-"
                    "acceptance twin (vLLM's synthetic rejection sampler at the baseline's "
-                   "per-position rates): acceptance = real vs pinned run, step cost = pinned "
-                   f"run vs baseline; intervals: {cmp.rules.confidence * 100:g} % bootstrap\n\n"
+                   "per-position rates): step cost = the twin vs the baseline's twin, "
+                   "acceptance = real ÷ twin vs the baseline's (each line says when the "
+                   "baseline kept no twin); intervals: "
+                   f"{cmp.rules.confidence * 100:g} % bootstrap\n\n"
                    + "".join(f"- {md_escape(a.summary())}"
                              + (f" ({md_escape(a.note)})" if a.note else "") + "\n"
                              for a in cmp.attributions))

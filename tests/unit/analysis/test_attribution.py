@@ -107,6 +107,51 @@ def test_each_injected_factor_is_found_on_its_own_side(step: float, loss: float)
     assert not a.undecided
 
 
+#: What the synthetic sampler itself adds to a step (on CPU specperf's port of vLLM's
+#: kernels is slower than vLLM's own sampler): the twin is this much slower at equal
+#: acceptance and equal step cost.
+SAMPLER = 1.2
+
+
+@pytest.mark.parametrize(("step", "loss", "causes"), [
+    (1.0, 1.0, []),
+    (1.3, 1.0, ["step cost"]),
+    (1.0, 1.3, ["acceptance"]),
+    (1.3, 1.3, ["acceptance", "step cost"]),
+])
+def test_against_the_baselines_twin_the_samplers_own_cost_cancels(
+        step: float, loss: float, causes: list[str]) -> None:
+    base, base_twin = timed_case(20.0), timed_case(20.0 * SAMPLER)
+    cur, twin = timed_case(20.0 * step * loss), timed_case(20.0 * SAMPLER * step)
+    a = attribute(base, cur, twin, RULES, RATES, base_twins=[(base, base_twin)])
+    assert a.reference == "baseline twin"
+    assert a.causes == causes and not a.undecided
+    assert a.step_cost.ratio == pytest.approx(step, rel=0.02)
+    assert a.acceptance.ratio == pytest.approx(loss, rel=0.02)
+    assert "(pinned vs the baseline's pinned)" in a.summary()
+    # Against the baseline's real server alone, the sampler's cost reads as step cost.
+    plain = attribute(base, cur, twin, RULES, RATES)
+    assert plain.reference == "baseline" and "step cost" in plain.causes
+    assert plain.note is not None and "synthetic sampler itself costs" in plain.note
+
+
+def test_kept_twins_pool_and_widen_the_step_cost_side() -> None:
+    base, base_twin = timed_case(20.0), timed_case(24.0)
+    cur, twin = timed_case(21.0), timed_case(24.5)
+    one = attribute(base, cur, twin, RULES, RATES, base_twins=[(base, base_twin)])
+    assert one.note is not None and "one baseline run with a twin" in one.note
+    # An earlier kept pair 10 % slower on both servers: drift between runs.
+    two = attribute(base, cur, twin, RULES, RATES,
+                    base_twins=[(base, base_twin), (timed_case(22.0), timed_case(26.4))])
+    width = lambda c: c.ci_high - c.ci_low  # noqa: E731
+    assert width(two.step_cost) > width(one.step_cost)
+    # Real ÷ twin is the same in both kept runs: the acceptance side is as sure as before.
+    assert two.acceptance.verdict == one.acceptance.verdict
+    # A kept pair of too few trials is not a reference: the plain split, said so.
+    short = attribute(base, cur, twin, RULES, RATES,
+                      base_twins=[(timed_case(20.0, trials=1), timed_case(24.0, trials=1))])
+    assert short.reference == "baseline"
+
 def test_pinned_rates_pool_the_baseline_cases() -> None:
     c1 = timed_case(20.0, trials=1, acceptance=acc(100, [60, 30]))
     c2 = timed_case(20.0, trials=1, acceptance=acc(300, [180, 120]))
@@ -139,6 +184,13 @@ def test_the_comparison_carries_and_renders_the_attribution() -> None:
     cmp = compare_runs(run, baseline)
     assert [a.causes for a in cmp.attributions] == [["acceptance"]]
     assert cmp.attributions[0].measured_rates == [0.55, 0.3]
+    assert cmp.attributions[0].reference == "baseline"  # the baseline kept no twin
+    # A baseline that kept a twin at these rates is the reference; at other rates, not.
+    kept = make_run([base], provenance=prov, pinned_acceptance={"draft-k2-c1": timed_case(20.0)},
+                    pinned_rates={"draft-k2": RATES})
+    assert [a.reference for a in compare_runs(run, kept).attributions] == ["baseline twin"]
+    other = kept.model_copy(update={"pinned_rates": {"draft-k2": [0.5, 0.3]}})
+    assert [a.reference for a in compare_runs(run, other).attributions] == ["baseline"]
     text = render_comparison(cmp, width=200, color=False)
     assert "acceptance loss vs step cost" in text
     assert "cause: acceptance" in text

@@ -34,10 +34,34 @@ def test_env_keeps_caches_in_the_run_dir(tmp_path: Path, monkeypatch: pytest.Mon
     # test process may have set them, so the test starts from an environment without them.
     for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR"):
         monkeypatch.delenv(key, raising=False)
-    env = server.run_env(tmp_path, {"X": "1"}, offline=True)
+    # A run directory as short as a user's usual one (relative, from tmp_path).
+    monkeypatch.chdir(tmp_path)
+    run_dir = Path("run")
+    env = server.run_env(run_dir, {"X": "1"}, offline=True)
     for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
-        assert env[key].startswith(str(tmp_path)) and Path(env[key]).is_dir()
+        assert env[key].startswith(str(run_dir)) and Path(env[key]).is_dir()
+    assert env["TMPDIR"] == str(run_dir / "tmp")
+    assert env["SPECPERF_RUN_DIR"] == str(run_dir)
     assert env["HF_HUB_OFFLINE"] == "1" and env["X"] == "1"
+
+
+def test_a_deep_run_dir_gets_a_tmpdir_short_enough_for_vllms_ipc_sockets(tmp_path: Path) -> None:
+    # vLLM binds <TMPDIR>/<uuid4>; a Unix socket path holds 107 bytes. The run's own tmp/
+    # would be too long here, so the servers get a private directory that fits.
+    run_dir = tmp_path / ("deep" * 20)
+    env = server.run_env(run_dir, {}, offline=True)
+    tmp = Path(env["TMPDIR"])
+    try:
+        assert len(str(tmp / ("0" * 36))) <= 107
+        assert not tmp.is_relative_to(run_dir) and tmp.is_dir()
+        assert tmp.stat().st_mode & 0o777 == 0o700  # private: made by tempfile.mkdtemp
+        assert env["SPECPERF_RUN_DIR"] == str(run_dir)  # the run is still named
+        # Every server of the run shares it; it goes when the process exits.
+        assert server.run_env(run_dir, {}, offline=True)["TMPDIR"] == str(tmp)
+    finally:
+        server._remove_short_tmpdirs()  # noqa: SLF001 - what atexit runs
+        server._SHORT_TMPDIRS.pop(run_dir, None)  # noqa: SLF001
+    assert not tmp.exists()
 
 
 def test_free_port_is_bindable() -> None:

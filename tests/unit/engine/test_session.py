@@ -177,6 +177,38 @@ def test_baseline_of_other_prompts_compares_no_case_and_is_not_merged_into(
     assert ps.baselines.mismatch(case) is None
 
 
+def test_a_runs_twin_is_kept_in_the_baseline_until_its_case_is_measured_again(
+        tmp_path: Path) -> None:
+    """The pinned-acceptance twin's trials go into the baseline with their rates (a later
+    twin at the same rates is measured against them); a case measured again keeps its own
+    twin or none, never the old one's."""
+    ps = session(tmp_path, None, [])
+    p, prov = ps.profile, ps.get_provenance()
+    cfg = p.config("draft-k2")
+    c1, c2 = (Case(config_id=cfg.id, concurrency=c) for c in (1, 2))
+
+    def result(case: Case, seed: int) -> CaseResult:
+        return case_result(case, cfg, trials_of(seed=seed, n=2), "0.32.0", p.config_hash(cfg))
+
+    run = synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=1, profile="cpu-ci")
+    run = run.model_copy(update={"provenance": prov, "cases": [result(c1, 1), result(c2, 2)],
+                                 "pinned_acceptance": {c1.id: result(c1, 5)},
+                                 "pinned_rates": {cfg.id: [0.5, 0.25]}})
+    base = ps.updated_baseline(run)
+    assert base.pinned_acceptance == {c1.id: run.pinned_acceptance[c1.id]}
+    assert base.pinned_rates == {cfg.id: [0.5, 0.25]}
+    assert Baseline.model_validate_json(base.model_dump_json()) == base
+    assert "pinned_acceptance" not in Baseline(provenance=prov, cases=[]).model_dump()
+
+    # c2 measured again with no twin: c1's twin stays; c1 measured again: its twin goes.
+    ps.baselines = BaselineContext(p, prov.prompts_hash, None, base)
+    again = run.model_copy(update={"cases": [result(c2, 3)], "pinned_acceptance": {},
+                                   "pinned_rates": {}})
+    assert ps.updated_baseline(again).pinned_acceptance == base.pinned_acceptance
+    again = again.model_copy(update={"cases": [result(c1, 4)]})
+    kept = ps.updated_baseline(again)
+    assert kept.pinned_acceptance == {} and kept.pinned_rates == {}
+
 def _slow_trials(seed: int, n: int, factor: float) -> list[Trial]:
     run = synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=n, requests=6, seed=seed,
                         run_cv=0.03, profile="cpu-ci")

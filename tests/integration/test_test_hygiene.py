@@ -228,3 +228,24 @@ def test_scan_wants_every_skip_to_name_its_remedy(source: str, bad: bool) -> Non
 
 def test_allow_list_says_why() -> None:
     assert all(len(reason) > 20 for reason in ALLOWED_PREFIXES.values())
+
+
+# --------------------------------------------------------------------------- the parallel phase
+
+
+def test_e2e_tests_beside_others_run_their_perf_runs_without_the_contention_guard() -> None:
+    """`nox -s tests` runs the e2e tests not marked `alone` on parallel workers: a perf run
+    there must not wait for its neighbour's load and then set its timings aside as busy
+    (tests/README.md, "Running"); those marked `alone` run one at a time."""
+    import re
+
+    guard_off = re.compile(r'"--perf-max-outside-cores",\s*"0"|max_outside_cores=0')
+    offenders = []
+    for path in sorted((TESTS_DIR / "e2e").glob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "pytest.mark.alone" in text:
+            continue
+        runs_perf = any(k in text for k in ('"perf_tests"', "TrialRunner(", "ws.run("))
+        if runs_perf and not guard_off.search(text):
+            offenders.append(path.name)
+    assert not offenders, offenders

@@ -255,11 +255,12 @@ def tests(session: nox.Session) -> None:
     # load cannot move: unit and integration tests, and the end-to-end runs judged on
     # counters and on fault handling. Their time is mostly vLLM server starts, which are
     # single-threaded imports, so two side by side on 2 cores take about the time of one.
-    # Tests of one shared run (an xdist_group) stay on one worker. Then, one at a time, the
-    # end-to-end tests marked `alone`: they read timing verdicts, which a neighbour's load
-    # would move.
+    # A file at a time per worker (loadfile): tests that read one shared run are in one file.
+    # (loadgroup would not do: pytest-xdist 3.8.0's groups are lost on pytest 9's node ids.)
+    # Then, one at a time, the end-to-end tests marked `alone`: they read timing verdicts,
+    # which a neighbour's load would move.
     phases = {
-        "in parallel": ("-n", "auto", "--maxprocesses", "4", "--dist", "loadgroup",
+        "in parallel": ("-n", "auto", "--maxprocesses", "4", "--dist", "loadfile",
                         "-m", "not alone", "tests"),
         "alone": ("-m", "alone", "tests"),
     }

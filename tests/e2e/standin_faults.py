@@ -1,4 +1,4 @@
-"""A pytest plugin the fault battery (test_faults.py) loads INTO the perf run it starts
+"""A pytest plugin the fault battery (fault_battery.py) loads INTO the perf run it starts
 (`python -m pytest perf_tests -p tests.e2e.standin_faults …`), for what vLLM cannot be
 made to do by itself. Everything else in that run is real: the servers, the engine, the
 plugin, the files. What it does is read from SPECPERF_TEST_STANDIN (JSON):

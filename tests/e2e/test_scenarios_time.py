@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from specperf.schemas import RunResult
-from tests.e2e.test_faults import assert_no_vllm_left
+from tests.e2e.fault_battery import assert_no_vllm_left
 from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [

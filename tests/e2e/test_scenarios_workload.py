@@ -20,7 +20,7 @@ import pytest
 
 from specperf.analysis.scenarios import hit_rate, prefix_counts
 from specperf.schemas import RunResult
-from tests.e2e.test_faults import assert_no_vllm_left
+from tests.e2e.fault_battery import assert_no_vllm_left
 from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, REPO_ROOT, unchecked
 
 pytestmark = [

@@ -21,7 +21,7 @@ import pytest
 
 from specperf.analysis import spec_counters
 from specperf.schemas import RunResult
-from tests.e2e.test_faults import assert_no_vllm_left
+from tests.e2e.fault_battery import assert_no_vllm_left
 from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [

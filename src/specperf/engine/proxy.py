@@ -43,7 +43,7 @@ hours (docs/scenarios.md) — vLLM cannot be made to decay on demand.
 Stand-in faults
 ---------------
 ``fault`` (one of :data:`FAULT_MODES`) makes the proxy play a fault vLLM itself cannot be
-made to produce, in front of a real server, for the fault battery (tests/e2e/test_faults.py,
+made to produce, in front of a real server, for the fault battery (tests/e2e/test_faults_standin.py,
 docs/faults.md): ``/metrics`` answering 404, an empty page or text that is not Prometheus;
 completions answering HTTP 500; a stream that stops after its first text chunks and
 never ends. Everything else is forwarded untouched.

@@ -60,7 +60,7 @@ class FaultInjection:
     (SPECPERF_PROXY_CONFIGS; empty: every speculative config). Counters are read from
     the server itself.
 
-    ``modes`` (the fault battery's stand-ins, tests/e2e/test_faults.py): per config id, a
+    ``modes`` (the fault battery's stand-ins, tests/e2e/test_faults_standin.py): per config id, a
     fault of :data:`specperf.engine.proxy.FAULT_MODES` the proxy plays in front of the
     real server — /metrics missing, empty or malformed, HTTP 500s, a stalled stream —
     which vLLM itself cannot be made to do. Its counters are then read through the

@@ -227,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
         for a in res.get("attributions", []):
-            print(f"  {name}: causes {a['causes']} (expected {STEPS[name][1]}); "
+            # A baseline run after the first has a twin too: no injected cause to expect.
+            expected = STEPS[name][1] if name in STEPS else "nothing injected"
+            print(f"  {name}: causes {a['causes']} (expected {expected}, reference "
+                  f"{a.get('reference', 'baseline')}); "
                   f"total {a['total']['ratio']:.3f} [{a['total']['ci_low']:.3f}, "
                   f"{a['total']['ci_high']:.3f}], acceptance {a['acceptance']['ratio']:.3f} "
                   f"[{a['acceptance']['ci_low']:.3f}, {a['acceptance']['ci_high']:.3f}], "

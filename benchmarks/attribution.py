@@ -203,8 +203,11 @@ def main(argv: list[str] | None = None) -> int:
                            "runs": []}
     baselines = work / "baselines"
     done = len(list(baselines.rglob("*.json"))) if baselines.exists() else 0
+    # With --reuse, baseline runs not made yet are added to the kept ones (a baseline of
+    # --baseline-runs runs in all); without it, a work directory with a baseline keeps it.
     todo = [(f"baseline-{i + 1}", "draft", True) for i in range(args.baseline_runs)
-            if done == 0]
+            if done == 0 or (args.reuse and not (
+                work / "runs" / f"baseline-{i + 1}" / "run.json").exists())]
     todo += [(s, STEPS[s][0], False) for s in args.steps.split(",")]
     if args.reuse:
         # The runs the baseline was recorded from (a step's pinned rates are theirs).

@@ -39,13 +39,26 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specperf.analysis.samples import per_request, per_trial
-from specperf.analysis.stats import Comparison, Verdict, between_run_spread, compare_samples
+from specperf.analysis.stats import (
+    Comparison,
+    Verdict,
+    between_run_spread,
+    compare_samples,
+    pooled_between_run_spread,
+)
 from specperf.config.rules import CompareRules
 from specperf.schemas import CaseResult
 
-__all__ = ["Attribution", "attribute", "pinned_rates", "same_pin"]
+__all__ = ["MIN_RUNS_FOR_STEP_COST", "Attribution", "attribute", "pinned_rates", "same_pin"]
 
 Cause = Literal["acceptance", "step cost"]
+
+#: Kept baseline runs the step-cost side needs before it may name a cause. Its reference
+#: is another server start, so only the run-to-run drift tells a change from a start's
+#: own offset, and that drift is estimated from the kept runs: from one there is none,
+#: and two can agree by chance (quiet on a 2-core VM, two kept runs 1 % apart, the third
+#: 19 % faster: judged against the first two, its twin read as a 24 % "improvement").
+MIN_RUNS_FOR_STEP_COST = 3
 
 #: Decimal places of a pinned rate: far finer than any run's counters resolve (one draft
 #: in a million), and a stable number in a server's argument list.
@@ -158,28 +171,51 @@ def attribute(base: CaseResult, cur: CaseResult, pinned: CaseResult, rules: Comp
     values = per_trial if by_trial else per_request
     statistic: Literal["median", "mean"] = "mean" if rule.statistic == "mean" else "median"
 
-    def judge(name: str, b_runs: list[list[float]], c: list[float]) -> Comparison:
-        """``c`` against the pooled ``b_runs``, widened by their spread when they cross runs."""
-        between = between_run_spread(b_runs, statistic=statistic) if len(b_runs) > 1 else 0.0
+    def judge(name: str, b_runs: list[list[float]], c: list[float],
+              spread: tuple[float, int] | None = None) -> Comparison:
+        """``c`` against the pooled ``b_runs``, widened by their spread when they cross
+        runs (``spread``: the spread and its degrees of freedom, when estimated otherwise)."""
+        if spread is None and len(b_runs) > 1:
+            between = between_run_spread(b_runs, statistic=statistic) or 0.0
+            df = None
+        else:
+            between, df = spread if spread is not None else (0.0, None)
         return compare_samples(
             f"TPOT ({name})", [v for vs in b_runs for v in vs], c, direction=rule.direction,
             min_effect=rule.min_effect, alpha=rules.alpha, statistic=statistic,
             confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-            between_run_sd=between, baseline_runs=len(b_runs))
+            between_run_sd=between, baseline_runs=len(b_runs), spread_df=df)
 
     total = judge("run vs baseline", [values(r, "tpot") for r in runs], values(cur, "tpot"))
     notes = []
     if twins and by_trial:
         reference: Literal["baseline twin", "baseline"] = "baseline twin"
-        step_cost = judge("pinned vs the baseline's pinned",
-                          [per_trial(t, "tpot") for _, t in twins], per_trial(pinned, "tpot"))
+        twin_runs = [per_trial(t, "tpot") for _, t in twins]
+        # A twin is a server started once per run like the real one, so its centre moves
+        # from run to run by the same server-start offset: the spread is estimated from
+        # the real and the twin runs together, each around its own level (the sampler's
+        # cost sets the twin's). The two servers of one run share that run's machine state
+        # (quiet, a low run was low on both), so they are not independent looks at it: the
+        # degrees of freedom are capped at the baseline's runs less one.
+        spread = pooled_between_run_spread([[per_trial(r, "tpot") for r in runs], twin_runs],
+                                           statistic=statistic)
+        kept = max(len(runs), len(twins))
+        step_cost = judge("pinned vs the baseline's pinned", twin_runs,
+                          per_trial(pinned, "tpot"),
+                          None if spread is None else (spread[0], min(spread[1], kept - 1)))
+        if kept < MIN_RUNS_FOR_STEP_COST:
+            step_cost = step_cost.model_copy(update={
+                "verdict": Verdict.INCONCLUSIVE,
+                "reason": step_cost.reason.rstrip(".") + f"; not decided: {kept} kept "
+                          f"baseline run{'s' if kept != 1 else ''}, the step side needs "
+                          f"{MIN_RUNS_FOR_STEP_COST} to know the run-to-run drift."})
+            notes.append(f"{kept} kept baseline run{'s' if kept != 1 else ''}: step cost is "
+                         f"not decided before {MIN_RUNS_FOR_STEP_COST} (keep more runs in the "
+                         "baseline)")
         # Within one run the real/twin gap has no run offset to carry (the twin's trial
         # follows each real one), so the baseline's runs pool as one, no spread added.
         acceptance = judge("real ÷ pinned, run vs baseline",
                            [[v for r, t in twins for v in _ratios(r, t)]], _ratios(cur, pinned))
-        if len(twins) == 1:
-            notes.append("one baseline run with a twin: the step-cost interval shows no "
-                         "run-to-run drift (keep more runs in the baseline)")
     else:
         reference = "baseline"
         acceptance = judge("run vs pinned", [values(pinned, "tpot")], values(cur, "tpot"))

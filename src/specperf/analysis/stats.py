@@ -34,6 +34,7 @@ __all__ = [
     "Verdict",
     "between_run_spread",
     "compare_rate",
+    "pooled_between_run_spread",
     "ratio_ci",
     "compare_samples",
     "replicated",
@@ -113,6 +114,7 @@ def compare_samples(
     between_run_sd: float = 0.0,
     baseline_runs: int = 1,
     current_runs: int = 1,
+    spread_df: int | None = None,
 ) -> Comparison:
     """Compare per-run values of one metric (one value per trial) with the verdict rule.
 
@@ -129,6 +131,8 @@ def compare_samples(
     spread comes from that few run centres (the prediction interval of one more run).
     When the current side spans ``current_runs`` server starts (a flag measured again on
     a fresh server), their offsets average too: ``sqrt(1/current_runs + 1/baseline_runs)``.
+    ``spread_df``: the degrees of freedom the spread was estimated with, when not
+    ``baseline_runs - 1`` (:func:`pooled_between_run_spread`).
     """
     if between_run_sd < 0 or not math.isfinite(between_run_sd):
         raise ValueError(f"between_run_sd must be finite and >= 0, got {between_run_sd}")
@@ -233,7 +237,7 @@ def compare_samples(
         # The spread was estimated from baseline_runs run centres: with 3 of them its
         # uncertainty is large, hence t with baseline_runs - 1 degrees of freedom (the
         # prediction interval of one more run's centre) rather than the normal quantile.
-        df = baseline_runs - 1
+        df = baseline_runs - 1 if spread_df is None else spread_df
         ci = widen_ci(ratio, ci,
                       between_run_sd * math.sqrt(1.0 / current_runs + 1.0 / baseline_runs),
                       confidence, df=df if df > 0 else None)
@@ -251,7 +255,7 @@ def compare_samples(
         reason=_sample_reason(
             metric, statistic, ratio, ci, confidence, p_value, alpha, min_effect, why,
             direction,
-        ) + _between_note(between_run_sd, baseline_runs, current_runs),
+        ) + _between_note(between_run_sd, baseline_runs, current_runs, spread_df),
     )
 
 
@@ -276,13 +280,16 @@ def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
                                      "reason": pooled.reason.rstrip(".") + f"; {why}."})
 
 
-def _between_note(between_run_sd: float, baseline_runs: int, current_runs: int = 1) -> str:
+def _between_note(between_run_sd: float, baseline_runs: int, current_runs: int = 1,
+                  spread_df: int | None = None) -> str:
     if between_run_sd <= 0:
         return ""
     starts = (f", averaged over this run's {current_runs} server starts" if current_runs > 1
               else "")
+    seen = (f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}"
+            if spread_df is None else f"estimated with {spread_df} degrees of freedom")
     return (f"; the interval includes a between-run spread of {between_run_sd * 100:.1f} % "
-            f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}{starts}")
+            f"{seen}{starts}")
 
 
 def widen_ci(ratio: float, ci: tuple[float, float], extra_sd: float,
@@ -313,21 +320,38 @@ def between_run_spread(runs: Iterable[Iterable[float]], *,
     variance (``s^2 / n`` for a mean, about ``pi/2 * s^2 / n`` for a median of normal
     noise); the latter is subtracted. ``None`` when fewer than 2 runs have 2 positive
     values (nothing to tell a run effect from)."""
+    pooled = pooled_between_run_spread([runs], statistic=statistic)
+    return None if pooled is None else pooled[0]
+
+
+def pooled_between_run_spread(groups: Iterable[Iterable[Iterable[float]]], *,
+                              statistic: Literal["median", "mean"] = "median",
+                              ) -> tuple[float, int] | None:
+    """:func:`between_run_spread` from several groups of runs whose centres differ by a
+    fixed amount between groups (e.g. a server and its pinned twin, each started once per
+    run): each group's centres vary around that group's own mean, and the variances pool
+    with their degrees of freedom, ``sum(n_g - 1)``. Returns (spread, degrees of freedom),
+    or ``None`` when no group has 2 runs with 2 positive values."""
     centre = np.median if statistic == "median" else np.mean
     factor = math.pi / 2.0 if statistic == "median" else 1.0
-    centres, sampling = [], []
-    for run in runs:
-        values = np.asarray(list(run), dtype=np.float64).ravel()
-        values = values[np.isfinite(values) & (values > 0)]
-        if values.size < 2:
-            continue
-        logs = np.log(values)
-        centres.append(float(centre(logs)))
-        sampling.append(factor * float(np.var(logs, ddof=1)) / values.size)
-    if len(centres) < 2:
+    squares, df, sampling = 0.0, 0, []
+    for runs in groups:
+        centres = []
+        for run in runs:
+            values = np.asarray(list(run), dtype=np.float64).ravel()
+            values = values[np.isfinite(values) & (values > 0)]
+            if values.size < 2:
+                continue
+            logs = np.log(values)
+            centres.append(float(centre(logs)))
+            sampling.append(factor * float(np.var(logs, ddof=1)) / values.size)
+        if len(centres) >= 2:
+            squares += float(np.var(centres, ddof=1)) * (len(centres) - 1)
+            df += len(centres) - 1
+    if not df:
         return None
-    excess = float(np.var(centres, ddof=1)) - float(np.mean(sampling))
-    return math.sqrt(excess) if excess > 0 else 0.0
+    excess = squares / df - float(np.mean(sampling))
+    return (math.sqrt(excess) if excess > 0 else 0.0), df
 
 
 def _clean(samples: Iterable[float], side: str) -> tuple[NDArray[np.float64], int]:

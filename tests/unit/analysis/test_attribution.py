@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.attribution import attribute, pinned_rates
 from specperf.analysis.compare import compare_runs
+from specperf.analysis.stats import Verdict
 from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
 from specperf.report.console import render_comparison
@@ -123,7 +124,9 @@ def test_against_the_baselines_twin_the_samplers_own_cost_cancels(
         step: float, loss: float, causes: list[str]) -> None:
     base, base_twin = timed_case(20.0), timed_case(20.0 * SAMPLER)
     cur, twin = timed_case(20.0 * step * loss), timed_case(20.0 * SAMPLER * step)
-    a = attribute(base, cur, twin, RULES, RATES, base_twins=[(base, base_twin)])
+    # Three kept runs, each with its twin (the step side needs 3), without drift.
+    a = attribute(base, cur, twin, RULES, RATES, earlier=[base, base],
+                  base_twins=[(base, base_twin)] * 3)
     assert a.reference == "baseline twin"
     assert a.causes == causes and not a.undecided
     assert a.step_cost.ratio == pytest.approx(step, rel=0.02)
@@ -139,18 +142,53 @@ def test_kept_twins_pool_and_widen_the_step_cost_side() -> None:
     base, base_twin = timed_case(20.0), timed_case(24.0)
     cur, twin = timed_case(21.0), timed_case(24.5)
     one = attribute(base, cur, twin, RULES, RATES, base_twins=[(base, base_twin)])
-    assert one.note is not None and "one baseline run with a twin" in one.note
-    # An earlier kept pair 10 % slower on both servers: drift between runs.
-    two = attribute(base, cur, twin, RULES, RATES,
-                    base_twins=[(base, base_twin), (timed_case(22.0), timed_case(26.4))])
+    # Fewer kept runs than the step side needs to know the run-to-run drift: no cause is
+    # named from it (quiet, a twin judged against two kept runs read as a false 24 %
+    # "improvement").
+    assert one.step_cost.verdict is Verdict.INCONCLUSIVE and "not decided" in one.step_cost.reason
+    assert one.note is not None and "step cost is not decided before 3" in one.note
+    # Earlier kept pairs 10 % slower and 5 % faster on both servers: drift between runs.
+    earlier = [timed_case(22.0), timed_case(19.0)]
+    three = attribute(base, cur, twin, RULES, RATES, earlier=earlier,
+                      base_twins=[(base, base_twin), (earlier[0], timed_case(26.4)),
+                                  (earlier[1], timed_case(22.8))])
     width = lambda c: c.ci_high - c.ci_low  # noqa: E731
-    assert width(two.step_cost) > width(one.step_cost)
+    assert width(three.step_cost) > width(one.step_cost)
+    assert "estimated with 2 degrees of freedom" in three.step_cost.reason
+    assert three.step_cost.verdict is Verdict.INCONCLUSIVE and "not decided" not in three.step_cost.reason
+    two = attribute(base, cur, twin, RULES, RATES, earlier=earlier[:1],
+                    base_twins=[(base, base_twin), (earlier[0], timed_case(26.4))])
     # Real ÷ twin is the same in both kept runs: the acceptance side is as sure as before.
     assert two.acceptance.verdict == one.acceptance.verdict
     # A kept pair of too few trials is not a reference: the plain split, said so.
     short = attribute(base, cur, twin, RULES, RATES,
                       base_twins=[(timed_case(20.0, trials=1), timed_case(24.0, trials=1))])
     assert short.reference == "baseline"
+
+def test_one_kept_twin_takes_its_spread_from_the_real_runs() -> None:
+    # Three real baseline runs 10 % apart, the newest with a twin; this run's twin sits
+    # 15 % below it with nothing changed (its server start's offset, as seen quiet).
+    runs = [timed_case(20.0), timed_case(22.0), timed_case(18.2)]
+    a = attribute(runs[0], timed_case(20.0 * 0.85), timed_case(24.0 * 0.85), RULES, RATES,
+                  earlier=runs[1:], base_twins=[(runs[0], timed_case(24.0))])
+    assert a.reference == "baseline twin"
+    assert a.step_cost.verdict is Verdict.INCONCLUSIVE  # within the real runs' spread
+    assert a.causes == [] and a.undecided
+
+
+def test_real_and_twin_runs_pool_their_spread() -> None:
+    # Three real runs and two twins with the same run offsets: a doubled step cost is
+    # decided with the spread estimated from both (t with 2 degrees of freedom), where the
+    # two twin runs alone would leave 1 (t = 12.7) and an interval down to no change.
+    offsets = [1.0, 1.1, 0.925]
+    runs = [timed_case(20.0 * o) for o in offsets]
+    twins = [(runs[0], timed_case(24.0)), (runs[1], timed_case(24.0 * 1.1))]
+    a = attribute(runs[0], timed_case(40.0), timed_case(48.0), RULES, RATES,
+                  earlier=runs[1:], base_twins=twins)
+    assert a.step_cost.verdict is Verdict.REGRESSION
+    assert "estimated with 2 degrees of freedom" in a.step_cost.reason
+    assert a.causes == ["step cost"]
+
 
 def test_pinned_rates_pool_the_baseline_cases() -> None:
     c1 = timed_case(20.0, trials=1, acceptance=acc(100, [60, 30]))

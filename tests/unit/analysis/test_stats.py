@@ -28,6 +28,7 @@ from specperf.analysis.stats import (
     between_run_spread,
     compare_rate,
     compare_samples,
+    pooled_between_run_spread,
     ratio_ci,
     replicated,
     widen_ci,
@@ -429,6 +430,37 @@ def test_between_run_spread_needs_two_runs_with_two_values() -> None:
     assert between_run_spread([[1.0, 1.1, 0.9]]) is None
     assert between_run_spread([[1.0, 1.1], [1.0]]) is None
     assert between_run_spread([[1.0, 1.1], [1.2, float("nan"), 1.3]]) is not None
+
+
+def test_pooled_spread_keeps_each_group_at_its_own_level() -> None:
+    # A server and its twin (20 % slower) started in the same four runs: pooled, the
+    # twin's level adds nothing to the spread, and each group gives its runs less one.
+    offsets = [1.0, 1.1, 0.92, 1.05]
+    real = _runs(offsets, seed=5)
+    twin = [1.2 * r for r in _runs(offsets[:3], seed=6)]
+    pooled = pooled_between_run_spread([real, twin])
+    assert pooled is not None
+    spread, df = pooled
+    assert df == 3 + 2
+    together = between_run_spread([*real, *twin])  # one group: the level reads as spread
+    assert together is not None and together > 1.5 * spread
+    assert spread == pytest.approx(float(np.std(np.log(offsets), ddof=1)), rel=0.5)
+    assert between_run_spread(real) == pytest.approx(pooled_between_run_spread([real])[0])
+    assert pooled_between_run_spread([real[:1], twin[:1]]) is None
+
+
+def test_more_degrees_of_freedom_narrow_the_between_run_term() -> None:
+    base = lognormal(1, 10, cv=0.03, centre=100.0)
+    cur = lognormal(2, 10, cv=0.03, centre=112.0)
+
+    def judged(spread_df: int | None) -> Comparison:
+        return compare_samples("TPOT", base, cur, direction=LOWER, min_effect=0.05,
+                               between_run_sd=0.06, baseline_runs=2, spread_df=spread_df)
+
+    t1, t4 = judged(None), judged(4)
+    assert math.log(t4.ci_high / t4.ci_low) < math.log(t1.ci_high / t1.ci_low)
+    assert "estimated with 4 degrees of freedom" in t4.reason
+    assert "seen over 2 baseline runs" in t1.reason
 
 
 def test_more_current_server_starts_narrow_the_between_run_term() -> None:

@@ -193,6 +193,8 @@ def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
                         registry_torch=registry_torch)
     py = env_python(directory)
     if is_ready(directory):
+        if project is not None:
+            _point_at(directory, py, project, say=say, run=run)
         return py
     if directory.exists():
         say(f"{directory}: unfinished environment (no {READY}); making it again")
@@ -220,9 +222,31 @@ def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
     atomic_write_text(directory / READY, json.dumps(
         {"dist": dist, "version": version, "python": sys.version.split()[0],
          "registry_torch": registry_torch, "installer": "uv" if uv else "pip",
-         "made_in_s": round(seconds, 1)}, indent=2) + "\n")
+         "made_in_s": round(seconds, 1),
+         "project": str(project.resolve()) if project is not None else None},
+        indent=2) + "\n")
     say(f"made {directory} in {seconds:.0f} s")
     return py
+
+
+def _point_at(directory: Path, py: Path, project: Path, *, say: Callable[[str], None],
+              run: Runner) -> None:
+    """A reused environment's editable specperf installed from ``project``: the cache key
+    leaves the checkout out (one environment per release, whichever checkout asks), so a
+    checkout that moved or was removed would leave the environment importing a stale
+    specperf, or none (seen: a bisect's 0.21.0 environment still pointing at a deleted
+    worktree). Re-pointing is one ``--no-deps`` install, seconds."""
+    marker = directory / READY
+    record = json.loads(marker.read_text())
+    wanted = str(project.resolve())
+    if record.get("project") == wanted:
+        return
+    say(f"{directory}: specperf installed from {record.get('project') or 'another checkout'}; "
+        f"re-pointing it at {wanted}")
+    pip = (["uv", "pip", "install", "-q", "--python", str(py)] if use_uv() else
+           [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"])
+    run([*pip, "--no-deps", "-e", wanted])
+    atomic_write_text(marker, json.dumps({**record, "project": wanted}, indent=2) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -86,6 +86,22 @@ def test_a_half_made_environment_is_made_again(tmp_path: Path) -> None:
     assert len(retry.commands) == 3 and (directory / READY).is_file()
 
 
+def test_a_reused_environment_follows_the_checkout_that_asks(tmp_path: Path) -> None:
+    old, new = tmp_path / "old-checkout", tmp_path / "checkout"
+    py = ensure_env("0.31.0", tmp_path, project=old, run=Installer(), say=lambda m: None)
+    same = Installer()
+    assert ensure_env("0.31.0", tmp_path, project=old, run=same, say=lambda m: None) == py
+    assert same.commands == []  # still installed from that checkout: nothing to do
+    # The checkout moved (a removed worktree): the reused environment is re-pointed once.
+    moved, said = Installer(), []
+    assert ensure_env("0.31.0", tmp_path, project=new, run=moved, say=said.append) == py
+    assert len(moved.commands) == 1 and moved.commands[0][-3:] == ["--no-deps", "-e", str(new)]
+    assert any("re-pointing it at" in m for m in said)
+    again = Installer()
+    ensure_env("0.31.0", tmp_path, project=new, run=again, say=lambda m: None)
+    assert again.commands == []
+
+
 def test_check_refuses_a_bad_version_and_a_bad_profile(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--vllm", "../x", "--profile", "cpu-tiny",

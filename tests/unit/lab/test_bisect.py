@@ -81,7 +81,7 @@ def test_no_release_differs_after_one_ab() -> None:
     result = search(releases, judge, rounds=3, max_rounds=12, say=lambda m: None)
     assert result.conclusion == "no release differs" and result.first_bad is None
     assert judge.calls == [("0.32.0", 3)]
-    assert "no release differs: 0.32.0 measures like 0.29.0" in result.summary()
+    assert "no release regresses: 0.32.0 measures no worse than 0.29.0" in result.summary()
 
 
 def test_an_inconclusive_step_buys_more_rounds() -> None:
@@ -133,3 +133,61 @@ def test_a_step_passes_the_idle_wait_and_reads_the_ab_exit_code(
     assert argv[argv.index("--python-b") + 1] == str(tmp_path / "0.22.0" / "python")
     assert argv[argv.index("--wait-idle-s") + 1] == "0.0"
     assert argv[argv.index("--") + 1:] == ["-k", "draft-k2-c1"]
+
+
+def _comparison(tmp_path: Path, verdicts: dict[str, str]) -> Path:
+    """An A/B's upgrade.json whose draft-k2-c1 has these metric → verdict comparisons."""
+    from specperf.analysis.compare import CaseComparison, RunComparison
+    from specperf.analysis.stats import Comparison, Direction, Verdict
+    from specperf.schemas import Case
+    from tests.support import make_provenance
+
+    comps = [Comparison(metric=m, direction=Direction.HIGHER_IS_BETTER, statistic="median",
+                        baseline=0.0, current=0.094, ratio=float("nan"), ci_low=float("nan"),
+                        ci_high=float("nan"), confidence=0.95, p_value=None, alpha=0.01,
+                        min_effect=0.0, n_baseline=1, n_current=1, verdict=Verdict(v),
+                        reason="stand-in") for m, v in verdicts.items()]
+    cmp = RunComparison(run_provenance=make_provenance(), baseline_provenance=make_provenance(),
+                        cases=[CaseComparison(case=Case(config_id="draft-k2", concurrency=1),
+                                              config_label="draft-k2", comparisons=comps)])
+    path = tmp_path / "upgrade.json"
+    path.write_text(cmp.model_dump_json())
+    return path
+
+
+def test_find_change_takes_a_decided_improvement_as_a_difference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release that accepts more than the good one (the A/B exits 0: nothing regressed)
+    is *good* for a regression bisect and *bad* — it differs — for ``--find change``."""
+    import subprocess
+
+    from specperf.lab import bisect
+
+    def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        _comparison(out, {"acceptance rate": "improvement", "TPOT": "inconclusive"})
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(bisect.subprocess, "run", run)
+
+    def judge(find: bisect.Find) -> Step:
+        return bisect.ab_judge(tmp_path / "good" / "python", lambda r: tmp_path / r / "python",
+                               tmp_path / find, [], tmp_path, find=find)("0.25.0", 1)
+
+    assert judge("regression").verdict == "good"
+    assert judge("change").verdict == "bad"
+    assert bisect.decided_changes(tmp_path / "change" / "0.25.0-r1" / "upgrade.json") == [
+        "draft-k2-c1 acceptance rate improvement"]
+    assert bisect.decided_changes(tmp_path / "missing.json") == []
+
+
+def test_the_summary_says_what_was_looked_for() -> None:
+    releases = ["0.31.0", "0.31.1", "0.32.0"]
+    none = search(releases, Judge(releases, None), 1, 1, say=lambda m: None)
+    assert none.summary().startswith("no release regresses: 0.32.0 measures no worse than")
+    none.find = "change"
+    assert none.summary().startswith("no release differs: 0.32.0 measures like 0.31.0")
+    found = search(releases, Judge(releases, "0.31.1"), 1, 1, say=lambda m: None)
+    found.find = "change"
+    assert found.summary().startswith("first release that differs: 0.31.1 (last like 0.31.0")

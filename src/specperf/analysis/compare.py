@@ -656,16 +656,27 @@ def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
     def detail(note: str | None = None) -> MetricDetail:
         return MetricDetail(key="acceptance_rate", unit=rule.unit, samples="counters", note=note)
 
-    add(compare_rate(rule.name, ba.rate, ca.rate, tolerance=rule.min_effect,
-                     direction=rule.direction),
+    def rate(metric: str, b: float, c: float) -> Comparison:
+        judged = compare_rate(metric, b, c, tolerance=rule.min_effect, direction=rule.direction)
+        if rules.acceptance_exact:
+            return judged
+        # Sampled at temperature > 0: the counters of one server start are not the
+        # release's (they moved 0 → 82 of ~600 between two starts), so neither a
+        # difference nor an equality is evidence.
+        return judged.model_copy(update={
+            "verdict": Verdict.INCONCLUSIVE,
+            "reason": judged.reason.rstrip(".") + "; not decided: sampled at temperature > 0, "
+                      "acceptance varies between server starts (judged exactly at "
+                      "temperature 0 only)."})
+
+    add(rate(rule.name, ba.rate, ca.rate),
         detail(f"{ba.accepted_tokens:g}/{ba.draft_tokens:g} → "
                f"{ca.accepted_tokens:g}/{ca.draft_tokens:g} draft tokens accepted"))
     if not rules.per_position or "per-position acceptance" in unknown:
         return
     bp, cp = ba.per_position_rate, ca.per_position_rate
     for i, (b, c) in enumerate(zip(bp, cp, strict=False)):
-        add(compare_rate(f"{rule.name}[pos {i}]", b, c, tolerance=rule.min_effect,
-                         direction=rule.direction), detail())
+        add(rate(f"{rule.name}[pos {i}]", b, c), detail())
     if len(bp) != len(cp):
         out.notes.append(f"the baseline has acceptance counters for {len(bp)} draft positions, "
                          f"the run for {len(cp)}; compared the first {min(len(bp), len(cp))}")

@@ -317,6 +317,15 @@ class Profile(_Strict):
         return sorted(v)
 
     @model_validator(mode="after")
+    def _sampled_acceptance_is_not_exact(self) -> Profile:
+        # One home for the fact: the temperature decides whether acceptance is exact; the
+        # comparison reads it from the rules the run records (`specperf compare` too).
+        if self.sampling.temperature > 0 and "acceptance_exact" not in self.compare.model_fields_set:
+            object.__setattr__(self, "compare",
+                               self.compare.model_copy(update={"acceptance_exact": False}))
+        return self
+
+    @model_validator(mode="after")
     def _consistent(self) -> Profile:
         ids = [c.id for c in self.server_configs]
         dupes = sorted({i for i in ids if ids.count(i) > 1})

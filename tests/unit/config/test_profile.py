@@ -314,3 +314,20 @@ def test_pinned_acceptance_must_be_a_boolean(tmp_path: Path) -> None:
     with pytest.raises(ProfileError) as err:
         load_profile(path)
     assert "server_configs[1] (id 'draft-k2').pinned_acceptance" in str(err.value)
+
+
+def test_a_sampled_profile_records_inexact_acceptance() -> None:
+    from specperf.config.profile import Profile
+
+    head = dict(name="p", target="m", concurrencies=[1], server_configs=[{"id": "nospec"}])
+    assert Profile.model_validate(head).compare.acceptance_exact
+    sampled = Profile.model_validate({**head, "sampling": {"temperature": 0.8}})
+    assert not sampled.compare.acceptance_exact
+    # Said outright (e.g. an engine measured to repeat sampled acceptance), it stands.
+    told = Profile.model_validate({**head, "sampling": {"temperature": 0.8},
+                                   "compare": {"acceptance_exact": True}})
+    assert told.compare.acceptance_exact
+    # The rules are not part of what is measured: the profile hash stays the temperature's.
+    assert sampled.hash() == Profile.model_validate(
+        {**head, "sampling": {"temperature": 0.8}, "compare": {"acceptance_exact": False}}
+    ).hash()

@@ -126,6 +126,14 @@ def context_length_segments(spec: ContextLengthScenario,
         raise DatasetError("scenarios.context_length.text = 'workload', and the profile's "
                            "workload gave no prompts — fix: check [workload], or use "
                            "text = 'synthetic'")
+    longest = max(spec.buckets, key=lambda b: b.prompt_words)
+    if longest.prompt_words > len(words):
+        # Cut round and round, a prompt would repeat its own text, which any drafter
+        # predicts well: the long bucket's acceptance would be inflated, not measured.
+        raise DatasetError(
+            f"scenarios.context_length: bucket {longest.name!r} wants {longest.prompt_words} "
+            f"words and the profile's workload prompts hold {len(words)} — a prompt would "
+            "repeat its own text — fix: raise [workload] num_prompts or shorten the bucket")
     out = []
     for k, b in enumerate(spec.buckets):
         prompts = []

@@ -37,6 +37,7 @@ PLOT_TITLES = {
     "acceptance_per_position": "Acceptance per draft position",
     "tpot_gain": "Paired TPOT gain vs no-spec (same run)",
     "soak": "Soak: acceptance and TPOT per window",
+    "segments": "Scenarios: acceptance per bucket and per category",
 }
 ARROW = {Direction.LOWER_IS_BETTER: "↓", Direction.HIGHER_IS_BETTER: "↑"}
 VERDICT_CLASS = {v: v.value for v in Verdict}

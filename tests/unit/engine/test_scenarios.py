@@ -245,12 +245,16 @@ def test_a_missing_category_dataset_fails_the_scenario_naming_the_field(tmp_path
 def test_workload_text_cuts_each_buckets_prompts_from_the_workloads_words() -> None:
     spec = ContextLengthScenario(text="workload", requests=2, max_relative_drop=0.2, buckets=[
         ContextBucket(name="short", prompt_words=3), ContextBucket(name="long", prompt_words=50)])
-    workload = ["alpha beta gamma", "delta epsilon", "zeta eta theta iota"]
+    words = [f"w{i}" for i in range(60)]
+    workload = [" ".join(words[:25]), " ".join(words[25:])]
     short, long_ = context_length_segments(spec, workload)
-    words = "alpha beta gamma delta epsilon zeta eta theta iota".split()
     assert all(len(p.split()) == 3 and set(p.split()) <= set(words) for p in short.prompts)
-    assert all(len(p.split()) == 50 for p in long_.prompts)  # round and round the words
+    # Each prompt a run of consecutive words (wrapping at the end), no word twice.
+    assert all(len(set(p.split())) == 50 for p in long_.prompts)
     assert len(set(short.prompts + long_.prompts)) == 4
+    with pytest.raises(DatasetError, match="bucket 'long' wants 50 words and the profile's "
+                                           "workload prompts hold 9 — a prompt would repeat"):
+        context_length_segments(spec, ["alpha beta gamma", "delta epsilon zeta eta theta iota"])
     with pytest.raises(DatasetError, match="text = 'workload', and the profile's workload gave "
                                            "no prompts — fix"):
         context_length_segments(spec, [])

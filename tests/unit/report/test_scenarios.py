@@ -4,10 +4,13 @@ scenarios staying byte-identical."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from specperf.report import write_all
 from specperf.report.console import render_run
 from specperf.report.html import render_html
 from specperf.report.markdown import render_markdown
+from specperf.report.plots import plot_segment_acceptance
 from specperf.report.scenarios import scenario_rows, scenario_text, segment_rows
 from specperf.schemas import (
     Acceptance,
@@ -102,3 +105,13 @@ def test_a_segmented_scenario_shows_acceptance_per_bucket_everywhere() -> None:
         .acceptance.accepted_tokens == 4
     # A prefix-cache scenario has no segments and writes no key for them.
     assert "segments" not in json.loads(_scenario_run().model_dump_json())["scenarios"][0]
+
+
+def test_the_segment_chart_is_written_and_embedded(tmp_path: Path) -> None:
+    run = _segmented_run()
+    write_all(run, tmp_path)
+    chart = tmp_path / "plots" / "scenario_acceptance_by_segment.png"
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    assert 'alt="Scenarios: acceptance per bucket and per category"' in (
+        tmp_path / "report.html").read_text()
+    assert plot_segment_acceptance(_scenario_run(), tmp_path / "none.png") is None

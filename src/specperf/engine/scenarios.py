@@ -403,7 +403,6 @@ class ScenarioRunner:
                result: ScenarioResult) -> dict[str, list[GateCheck]]:
         return prefix_cache_checks(result, spec, self._gain_floors(prof, result), prof.compare)
 
-
     # -- segmented workloads: context length, categories -----------------------------
 
     def _segments(self, kind: str, spec: SegmentedScenario) -> list[Segment]:

@@ -151,7 +151,7 @@ def test_segmented_trials_send_fewer_tokens_and_keep_the_servers(tmp_path: Path)
     p = _segmented_profile(tmp_path, CONTEXT_TABLE.replace("repeats = 2", "max_tokens = 5"))
     q = segmented_profile(p, p.scenarios.context_length)
     assert q.load.requests_at(1) == 2 and q.sampling.max_tokens == 5
-    assert q.serve_args == p.serve_args and q.hash() == p.hash()
+    assert q.serve_args == p.serve_args and q.server_configs == p.server_configs
 
 
 @dataclass
@@ -205,7 +205,8 @@ def test_each_segment_gets_its_own_paired_trials_and_its_own_checks(
     pool = _FakePool()
     runner.pools[SEGMENTED_POOL] = pool  # type: ignore[assignment]
     runner.wanted = {"context_length": {"draft-k2"}}
-    [case] = runner.cases("context_length")
+    case = Case(config_id="draft-k2", concurrency=1)
+    assert case in runner.cases("context_length")
     checks = runner.evaluate("context_length", case)
 
     # Rounds (repeats = 2 from the table): per bucket the no-spec trial, then the spec's;

@@ -224,7 +224,7 @@ def check_segment_acceptance(kind: str, spec: SegmentedScenario, segment: str,
             limit = (1.0 - drop) * ref_rate
             fall = 1.0 - rate / ref_rate
             head = (f"acceptance {rate:.3f} vs {ref_rate:.3f} in {word} {ref_name!r} "
-                    f"({fall * 100:+.1f} % lower)" if fall >= 0 else
+                    f"({fall * 100:.1f} % lower)" if fall >= 0 else
                     f"acceptance {rate:.3f} vs {ref_rate:.3f} in {word} {ref_name!r} "
                     f"({-fall * 100:.1f} % higher)")
             if rate >= limit - 1e-12:

@@ -177,10 +177,10 @@ class ContextBucket(_Strict):
 
     name: str = Field(pattern=_SEGMENT_NAME, description="the bucket's name in checks and "
                                                          "reports, e.g. 'short', 'beyond-draft'")
-    prompt_words: int = Field(ge=1, description="words of each prompt: roughly tokens with "
-                                                "the tiny tokenizer, 1-3 tokens a word with "
-                                                "a real one (reports show the measured "
-                                                "prompt tokens)")
+    prompt_words: int = Field(ge=1, description="words of each prompt: about 1.5 tokens a "
+                                                "synthetic word with the tiny tokenizer, 1.3 a "
+                                                "word of English text with a real one (reports "
+                                                "show the measured prompt tokens)")
     min_acceptance: float | None = Field(
         None, ge=0.0, le=1.0, description="the bucket's acceptance-rate floor (exact counters)")
 

@@ -164,7 +164,7 @@ class _FakeServer:
 class _FakePool:
     started: list[str] = field(default_factory=list)
     stopped: bool = False
-    log_dir: Path = Path("/logs")
+    log_dir: Path | None = None
 
     def server_for(self, config_id: str) -> _FakeServer:
         self.started.append(config_id)

@@ -636,6 +636,11 @@ _NO_CASES = {
     "throughput": "the profile has no server config or concurrency",
     "prefix_cache": "it has no [scenarios.prefix_cache] table (and a speculative server "
                     "config) — add one to run the prefix-caching scenario (docs/scenarios.md)",
+    "context_length": "it has no [scenarios.context_length] table (and a speculative server "
+                      "config) — add one to measure acceptance per prompt-length bucket "
+                      "(docs/scenarios.md)",
+    "categories": "it has no [scenarios.categories] table (and a speculative server config) — "
+                  "add one to measure acceptance per task category (docs/scenarios.md)",
     "soak": "the profile has no [scenarios.soak] table — add one to run a long-run "
             "(drift) case (docs/scenarios.md)",
     "ramp": "the profile has no [scenarios.ramp] table — add one to run the concurrency ramp "

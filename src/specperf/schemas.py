@@ -467,7 +467,8 @@ class GateCheck(_Model):
     case: Case
     # ttft_budget / throughput_budget: run files written before one verdict (#13) used them.
     gate: Literal["requests", "acceptance", "tpot_gain", "latency", "throughput",
-                  "ttft_budget", "throughput_budget", "prefix_cache", "soak", "ramp"]
+                  "ttft_budget", "throughput_budget", "prefix_cache", "soak", "ramp",
+                  "context_length", "categories"]
     metric: str
     unit: str = ""
     higher_is_better: bool
@@ -572,20 +573,49 @@ class TimeBreakdown(_Model):
         return self.wall_s / self.quiet_s if self.quiet_s > 0 else None
 
 
-class ScenarioResult(_Model):
-    """One scenario of a run (config.scenarios): its cases, measured on the scenario's own
-    servers with its own prompts, and the no-spec trials paired with each spec case."""
+class ScenarioSegment(_Model):
+    """One segment of a segmented scenario (a prompt-length bucket, a task category): each
+    config's trials on the segment's prompts alone, so their counter deltas are the
+    segment's, and the no-spec trials paired with each spec case."""
 
-    kind: Literal["prefix_cache"]
+    name: str
     cases: list[CaseResult] = Field(default_factory=list)
     paired_nospec: dict[str, CaseResult] = Field(
-        default_factory=dict, description="per spec case id: the no-spec trials interleaved "
-                                          "with it, on the same prompts")
+        default_factory=dict, description="per spec case id: the no-spec trials on the "
+                                          "segment's prompts interleaved with it")
 
     @field_validator("cases")
     @classmethod
     def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
         return _unique_cases(cases)
+
+    def case(self, case: Case) -> CaseResult | None:
+        return next((c for c in self.cases if c.case == case), None)
+
+
+class ScenarioResult(_Model):
+    """One scenario of a run (config.scenarios): its cases, measured on the scenario's own
+    servers with its own prompts, and the no-spec trials paired with each spec case. A
+    segmented scenario (context_length, categories) also has its segments; its cases are
+    then every segment's trials together."""
+
+    kind: Literal["prefix_cache", "context_length", "categories"]
+    cases: list[CaseResult] = Field(default_factory=list)
+    paired_nospec: dict[str, CaseResult] = Field(
+        default_factory=dict, description="per spec case id: the no-spec trials interleaved "
+                                          "with it, on the same prompts")
+    segments: list[ScenarioSegment] = Field(
+        default_factory=list, description="context_length: per length bucket; categories: per "
+                                          "category (in measuring order)")
+
+    @field_validator("cases")
+    @classmethod
+    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
+        return _unique_cases(cases)
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("segments",))
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)

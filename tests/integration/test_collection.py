@@ -31,7 +31,8 @@ def case_ids(items: list[str]) -> set[str]:
 
 
 #: Kinds of a profile's [scenarios] tables: one `[no-cases]` item each where it has none.
-SCENARIO_TESTS = {"test_prefix_cache", "test_soak", "test_ramp"}
+SCENARIO_TESTS = {"test_prefix_cache", "test_context_length", "test_categories", "test_soak",
+                  "test_ramp"}
 
 
 def test_cpu_tiny_lists_its_matrix() -> None:

@@ -17,8 +17,12 @@ no-cases item — and test_soak / test_ramp (each [scenarios.soak] / [scenarios.
 skipped no-cases item), and the run schema gained the optional scenarios, time_scenarios and
 trials' prefix_cache counts, #16; the run schema gained the optional pinned_acceptance
 and pinned_rates of a pinned-acceptance twin, and the baseline schema the same two
-fields, the twin kept with the baseline as the reference of a later twin, #15; the
-compare rules gained acceptance_exact, false for a profile sampled at temperature > 0, #17).
+fields, the twin kept with the baseline as the reference of a later twin, #15; every
+profile collects test_context_length and test_categories — spec configs with the table,
+else one skipped no-cases item — the run schema gained scenarios' optional segments and
+the scenario kinds and gates context_length and categories, and the help lists
+fetch-specbench, #16; the compare rules gained acceptance_exact, false for a profile
+sampled at temperature > 0, #17).
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ config's — and its paired TPOT gain must stay significantly above the config's
 matrix's rule). The counters are exact (the same prompts, the prefix primed by a warm-up
 before the first trial), so the hit rate is a comparison of two numbers, not of intervals;
 the gain is a timing, judged by its interval: INCONCLUSIVE when undecided.
+
+Segmented scenarios (``context_length``, ``categories``): per segment — a prompt-length
+bucket, a task category — each spec config's acceptance rate (Σ accepted / Σ drafted
+tokens over the segment's trials: exact counters, so a comparison of numbers) against the
+segment's floor, and for context length against the shortest bucket's acceptance
+(``max_relative_drop``); and its paired TPOT gain on the segment's prompts by the main
+matrix's rule. Every message names the segment.
 """
 
 from __future__ import annotations
@@ -21,10 +28,19 @@ from specperf.analysis.gain import gain_vs_floor
 from specperf.analysis.outside_load import busy_reason
 from specperf.analysis.verdict import outcome_of
 from specperf.config.rules import CompareRules
-from specperf.config.scenarios import PrefixCacheScenario
+from specperf.config.scenarios import (
+    CategoriesScenario,
+    ContextLengthScenario,
+    PrefixCacheScenario,
+    SegmentedScenario,
+)
 from specperf.schemas import CaseResult, GateCheck, PrefixCacheCounts, ScenarioResult
 
-__all__ = ["check_gain", "check_hit_rate", "hit_rate", "prefix_cache_checks"]
+__all__ = ["SEGMENT_WORD", "check_gain", "check_hit_rate", "check_segment_acceptance",
+           "hit_rate", "prefix_cache_checks", "segmented_checks"]
+
+#: What a segment of each segmented scenario is called in messages.
+SEGMENT_WORD = {"context_length": "bucket", "categories": "category"}
 
 #: Where the tolerance comes from, for messages.
 TOLERANCE_KEY = "scenarios.prefix_cache.hit_rate_tolerance"
@@ -95,18 +111,21 @@ def check_hit_rate(spec: CaseResult, nospec: CaseResult, tolerance: float) -> Ga
 
 
 def check_gain(spec: CaseResult, nospec: CaseResult, floor: float,
-               rules: CompareRules) -> GateCheck:
-    """The spec case's paired TPOT gain on the scenario's prompts against its floor."""
+               rules: CompareRules, *, gate: str = "prefix_cache",
+               where: str = "prefix-cache scenario", segment: str | None = None) -> GateCheck:
+    """The spec case's paired TPOT gain on the scenario's prompts against its floor;
+    ``segment`` (e.g. "bucket long") goes into the metric's name."""
     comparison, _ = gain_vs_floor(spec, nospec, floor, rules)
     busy = busy_reason(spec.trials, nospec.trials)
     outcome = outcome_of(comparison, busy=busy is not None)
     if outcome == "busy":
-        message = f"case {spec.case.id}: prefix-cache scenario: TPOT gain not measured: {busy}"
+        message = f"case {spec.case.id}: {where}: TPOT gain not measured: {busy}"
     else:
         word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[outcome]
-        message = f"case {spec.case.id}: {word}: prefix-cache scenario: {comparison.reason}"
+        message = f"case {spec.case.id}: {word}: {where}: {comparison.reason}"
     current = comparison.current if math.isfinite(comparison.current) else None
-    return GateCheck(case=spec.case, gate="prefix_cache", metric=comparison.metric,
+    metric = comparison.metric if segment is None else f"{comparison.metric} [{segment}]"
+    return GateCheck(case=spec.case, gate=gate, metric=metric,  # type: ignore[arg-type]
                      unit="×", higher_is_better=True, current=current, threshold=floor,
                      outcome=outcome, message=message)
 
@@ -126,4 +145,124 @@ def prefix_cache_checks(result: ScenarioResult, spec: PrefixCacheScenario,
         if floor is not None:
             checks.append(check_gain(spec_case, nospec, floor, rules))
         out[case_id] = checks
+    return out
+
+
+# --- segmented scenarios: context length, categories ---------------------------------
+
+
+def _floor_key(kind: str, spec: SegmentedScenario, segment: str) -> str:
+    """Where a segment's acceptance floor is set, for messages."""
+    if isinstance(spec, ContextLengthScenario):
+        i = next(i for i, b in enumerate(spec.buckets) if b.name == segment)
+        return f"scenarios.{kind}.buckets[{i}].min_acceptance"
+    if isinstance(spec, CategoriesScenario) and segment not in spec.min_acceptance:
+        return f"scenarios.{kind}.default_min_acceptance"
+    return f"scenarios.{kind}.min_acceptance.{segment}"
+
+
+def check_segment_acceptance(kind: str, spec: SegmentedScenario, segment: str,
+                             result: CaseResult,
+                             reference: tuple[str, CaseResult] | None = None) -> list[GateCheck]:
+    """The spec case's acceptance on one segment's prompts: against the segment's floor,
+    and (``reference``: the reference segment's name and the case's result there) within
+    ``max_relative_drop`` of the reference segment's acceptance. A segment without a
+    single drafted token FAILs: speculation was off there, or its counters missing."""
+    case = result.case
+    word = SEGMENT_WORD[kind]
+    label = f"{word} {segment!r}"
+    metric = f"acceptance rate [{word} {segment}]"
+
+    def mk(outcome: str, msg: str, m: str = metric, current: float | None = None,
+           baseline: float | None = None, threshold: float | None = None) -> GateCheck:
+        return GateCheck(case=case, gate=kind, metric=m, higher_is_better=True,  # type: ignore[arg-type]
+                         baseline=baseline, current=current, threshold=threshold,
+                         outcome=outcome, message=msg)  # type: ignore[arg-type]
+
+    if result.n_errors:
+        # A prompt longer than the server's --max-model-len is refused, and would otherwise
+        # read as a segment without drafts.
+        first = result.errors[0] if result.errors else "no error text"
+        return [mk("fail", f"case {case.id}: FAIL: {kind} scenario: {label}: "
+                           f"{result.n_errors} of {result.n_requests} requests failed "
+                           f"(first: {first}) — is a prompt longer than the server's "
+                           "--max-model-len? (the scenario's serve_args can raise it)",
+                   m=f"requests [{word} {segment}]")]
+    acc = result.acceptance
+    rate = acc.rate if acc is not None else None
+    if rate is None:
+        why = ("its server served no spec-decode counters" if acc is None
+               else "not one token was drafted over its trials: speculation was off there")
+        return [mk("fail", f"case {case.id}: FAIL: {kind} scenario: {label}: {why} "
+                           f"({len(result.trials)} trial(s), {result.n_requests} requests).")]
+    assert acc is not None
+    counts = f"{acc.accepted_tokens:.0f} of {acc.draft_tokens:.0f} draft tokens accepted"
+    checks: list[GateCheck] = []
+    floor = spec.min_acceptance_of(segment)
+    if floor is not None:
+        key = _floor_key(kind, spec, segment)
+        if rate >= floor - 1e-12:
+            checks.append(mk("pass", f"case {case.id}: PASS: {kind} scenario: {label}: "
+                                     f"acceptance {rate:.3f} ({counts}) ≥ its floor {floor:g} "
+                                     f"({key}).", current=rate, threshold=floor))
+        else:
+            checks.append(mk("fail", f"case {case.id}: FAIL: {kind} scenario: acceptance "
+                                     f"collapses in {label}: {rate:.3f} ({counts}) is below "
+                                     f"its floor {floor:g} ({key}).",
+                             current=rate, threshold=floor))
+    drop = spec.max_relative_drop_of_acceptance
+    if reference is not None and drop is not None and reference[0] != segment:
+        ref_name, ref_result = reference
+        ref_rate = ref_result.acceptance.rate if ref_result.acceptance is not None else None
+        m = f"acceptance vs {word} {ref_name} [{word} {segment}]"
+        key = f"scenarios.{kind}.max_relative_drop"
+        if not ref_rate:
+            checks.append(mk("fail", f"case {case.id}: FAIL: {kind} scenario: {label} cannot be "
+                                     f"held to {word} {ref_name!r}: that {word} accepted no "
+                                     "draft tokens.", m=m, current=rate))
+        else:
+            limit = (1.0 - drop) * ref_rate
+            fall = 1.0 - rate / ref_rate
+            head = (f"acceptance {rate:.3f} vs {ref_rate:.3f} in {word} {ref_name!r} "
+                    f"({fall * 100:.1f} % lower)" if fall >= 0 else
+                    f"acceptance {rate:.3f} vs {ref_rate:.3f} in {word} {ref_name!r} "
+                    f"({-fall * 100:.1f} % higher)")
+            if rate >= limit - 1e-12:
+                checks.append(mk("pass", f"case {case.id}: PASS: {kind} scenario: {label}: "
+                                         f"{head}: within {drop * 100:g} % ({key}).",
+                                 m=m, current=rate, baseline=ref_rate, threshold=limit))
+            else:
+                checks.append(mk("fail", f"case {case.id}: FAIL: {kind} scenario: acceptance "
+                                         f"collapses in {label}: {head}, more than "
+                                         f"{drop * 100:g} % ({key}).",
+                                 m=m, current=rate, baseline=ref_rate, threshold=limit))
+    return checks
+
+
+def segmented_checks(result: ScenarioResult, spec: SegmentedScenario,
+                     floors: Mapping[str, float | None],
+                     rules: CompareRules) -> dict[str, list[GateCheck]]:
+    """Per spec case id: per segment its acceptance checks, and its paired TPOT-gain check
+    where ``floors`` (per spec case id) has a floor."""
+    kind = result.kind
+    word = SEGMENT_WORD[kind]
+    out: dict[str, list[GateCheck]] = {}
+    ref_name = spec.reference_segment
+    ref_segment = next((g for g in result.segments if g.name == ref_name), None)
+    for segment in result.segments:
+        for case_id, nospec in segment.paired_nospec.items():
+            spec_case = next((c for c in segment.cases if c.case.id == case_id), None)
+            if spec_case is None:
+                continue
+            ref_case = (next((c for c in ref_segment.cases if c.case.id == case_id), None)
+                        if ref_segment is not None else None)
+            checks = out.setdefault(case_id, [])
+            checks += check_segment_acceptance(
+                kind, spec, segment.name, spec_case,
+                (ref_segment.name, ref_case) if ref_segment is not None and ref_case else None)
+            floor = floors.get(case_id)
+            if floor is not None:
+                checks.append(check_gain(spec_case, nospec, floor, rules, gate=kind,
+                                         where=f"{kind} scenario, {word} {segment.name!r}",
+                                         segment=f"{word} {segment.name}"))
     return out

@@ -34,6 +34,7 @@ from specperf.cli import (
     compare,
     fetch_nightlies,
     fetch_sharegpt,
+    fetch_specbench,
     issues,
     merge,
     model,
@@ -51,7 +52,7 @@ __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RE
 #: Every `specperf` command, in the order `specperf --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (
     compare, report, show, schema, check, model, advise, power, merge, promote,
-    fetch_nightlies, fetch_sharegpt, issues,
+    fetch_nightlies, fetch_sharegpt, fetch_specbench, issues,
 )
 
 

@@ -351,6 +351,12 @@ class Profile(_Strict):
             raise ValueError("scenarios.prefix_cache compares each spec config's prefix-cache "
                              "hit rate with the no-spec config's, and the profile has none — "
                              "fix: add a server config without speculative_config")
+        for name in ("context_length", "categories"):
+            if getattr(self.scenarios, name) is not None and not baselines:
+                raise ValueError(f"scenarios.{name} pairs each spec trial with a no-spec trial "
+                                 "on the same prompts (the TPOT gain), and the profile has no "
+                                 "no-spec config — fix: add a server config without "
+                                 "speculative_config")
         known_ids = set(ids)
         for table, cid in self.scenarios.configs():
             if cid not in known_ids:

@@ -13,16 +13,27 @@ profile hash, so adding a scenario keeps a baseline comparable.
   (specperf.engine.soak, specperf.analysis.trend);
 * ``[scenarios.ramp]`` — c = 1, a burst at the profile's highest concurrency, c = 1
   again, on one server: the second c = 1 phase must match the first
-  (specperf.engine.soak, specperf.analysis.trend).
+  (specperf.engine.soak, specperf.analysis.trend);
+* ``[scenarios.context_length]`` — prompts in length buckets, each bucket its own trials:
+  acceptance per bucket against its floor and against the shortest bucket's, the paired
+  TPOT gain per bucket (specperf.engine.scenarios, specperf.analysis.scenarios);
+* ``[scenarios.categories]`` — a category-tagged dataset (Spec-Bench's question.jsonl
+  shape), each category its own trials: acceptance and the paired TPOT gain per category.
+
+The last two are *segmented* workloads: segments (buckets, categories) of prompts, each
+measured in its own trials so that a trial's spec-decode counter deltas belong to one
+segment.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["PREFIX_CACHE_ON", "PrefixCacheScenario", "RampScenario", "Scenarios", "SoakScenario"]
+__all__ = ["PREFIX_CACHE_ON", "CategoriesScenario", "ContextBucket", "ContextLengthScenario",
+           "PrefixCacheScenario", "RampScenario", "Scenarios", "SegmentedScenario",
+           "SoakScenario"]
 
 #: The serve_args a prefix-cache scenario's servers get instead of the profile's
 #: ``--no-enable-prefix-caching`` (a server config's own serve_args still come after them).
@@ -121,6 +132,159 @@ class RampScenario(_Strict):
                                 "concurrency)")
 
 
+#: A segment's name: it becomes part of a check's metric and of messages.
+_SEGMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class SegmentedScenario(_Strict):
+    """What the segmented scenarios (context length, categories) share: per segment a
+    list of prompts, measured in rounds — per segment the no-spec server's trial and then
+    each spec server's on the same prompts — so each trial's counter deltas belong to one
+    segment, and each spec trial has its paired no-spec trial."""
+
+    concurrency: int = Field(1, ge=1, description="the scenario's one concurrency")
+    requests: int = Field(4, ge=1, le=10_000, description="measured requests per segment per "
+                                                          "trial")
+    repeats: int | None = Field(None, ge=1, description="trials per segment per config "
+                                                        "(default: the profile's repeats)")
+    max_tokens: int | None = Field(
+        None, ge=1, description="output tokens per request (default: the profile's "
+                                "sampling.max_tokens); a long prompt plus this must fit the "
+                                "target's --max-model-len")
+    serve_args: list[str] = Field(
+        default_factory=list, description="added after the profile's serve_args for this "
+                                          "scenario's servers, e.g. a longer --max-model-len "
+                                          "for long buckets (a server config's own still come "
+                                          "last); the segmented scenarios share their servers "
+                                          "when neither sets any")
+
+    def min_acceptance_of(self, segment: str) -> float | None:
+        """The segment's acceptance-rate floor, or None (each kind says)."""
+        return None
+
+    @property
+    def reference_segment(self) -> str | None:
+        """The segment others' acceptance is held to (``max_relative_drop``), or None."""
+        return None
+
+    @property
+    def max_relative_drop_of_acceptance(self) -> float | None:
+        return None
+
+
+class ContextBucket(_Strict):
+    """One prompt-length bucket: ``requests`` prompts of ``prompt_words`` words each."""
+
+    name: str = Field(pattern=_SEGMENT_NAME, description="the bucket's name in checks and "
+                                                         "reports, e.g. 'short', 'beyond-draft'")
+    prompt_words: int = Field(ge=1, description="words of each prompt: about 1.5 tokens a "
+                                                "synthetic word with the tiny tokenizer, 1.3 a "
+                                                "word of English text with a real one (reports "
+                                                "show the measured prompt tokens)")
+    min_acceptance: float | None = Field(
+        None, ge=0.0, le=1.0, description="the bucket's acceptance-rate floor (exact counters)")
+
+
+class ContextLengthScenario(SegmentedScenario):
+    """Acceptance and the paired TPOT gain per prompt-length bucket.
+
+    A draft trained (or configured) for shorter contexts than the target serves loses
+    acceptance past its length — silently: vLLM keeps drafting. Each bucket is measured
+    in its own trials; its acceptance must reach its ``min_acceptance`` and, with
+    ``max_relative_drop``, stay within that fraction of the shortest bucket's."""
+
+    seed: int = 0
+    text: Literal["synthetic", "workload"] = Field(
+        "synthetic", description="synthetic: the tiny tokenizer's made-up words (from seed); "
+                                 "workload: the profile's workload prompts (e.g. ShareGPT) run "
+                                 "together and cut to each bucket's length — real text for "
+                                 "real models")
+    buckets: list[ContextBucket] = Field(min_length=2, description="the length buckets (at "
+                                                                   "least two)")
+    max_relative_drop: float | None = Field(
+        None, ge=0.0, lt=1.0, description="a bucket's acceptance may be at most this fraction "
+                                          "below the shortest bucket's (0.3: at least 70 % of "
+                                          "it)")
+
+    @model_validator(mode="after")
+    def _buckets_judged(self) -> ContextLengthScenario:
+        names = [b.name for b in self.buckets]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"bucket name {twice[0]!r} is used twice — fix: give each bucket "
+                             "its own name")
+        if self.max_relative_drop is None and all(b.min_acceptance is None
+                                                  for b in self.buckets):
+            raise ValueError("no bucket's acceptance would be judged — fix: set "
+                             "max_relative_drop, or min_acceptance on the buckets")
+        return self
+
+    def bucket(self, name: str) -> ContextBucket:
+        return next(b for b in self.buckets if b.name == name)
+
+    def min_acceptance_of(self, segment: str) -> float | None:
+        return self.bucket(segment).min_acceptance
+
+    @property
+    def reference_segment(self) -> str:
+        """The shortest bucket (the first of the shortest)."""
+        return min(self.buckets, key=lambda b: b.prompt_words).name
+
+    @property
+    def max_relative_drop_of_acceptance(self) -> float | None:
+        return self.max_relative_drop
+
+
+class CategoriesScenario(SegmentedScenario):
+    """Acceptance and the paired TPOT gain per task category of a category-tagged dataset.
+
+    The dataset is JSON Lines, one prompt a line with its category: Spec-Bench's
+    ``question.jsonl`` shape ``{"question_id": …, "category": "…", "turns": ["…", …]}``
+    (the first turn is the prompt) or ``{"category": "…", "prompt": "…"}``. Each category
+    is measured in its own trials on its first ``requests`` prompts."""
+
+    dataset: str = Field(description="the JSONL file: relative to the profile's directory, "
+                                     "or absolute")
+    categories: list[str] | None = Field(
+        None, min_length=1, description="the categories to measure, in this order (default: "
+                                        "every category of the file, in order of appearance)")
+    min_acceptance: dict[str, float] = Field(
+        default_factory=dict, description="per category: its acceptance-rate floor")
+    default_min_acceptance: float | None = Field(
+        None, ge=0.0, le=1.0, description="the floor of a category without one of its own")
+
+    @field_validator("min_acceptance")
+    @classmethod
+    def _rates(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: x for k, x in v.items() if not 0.0 <= x <= 1.0}
+        if bad:
+            k, x = next(iter(bad.items()))
+            raise ValueError(f"min_acceptance.{k} = {x:g} is not an acceptance rate — fix: a "
+                             "number from 0 to 1")
+        return v
+
+    @model_validator(mode="after")
+    def _floors_named(self) -> CategoriesScenario:
+        if self.categories is not None:
+            twice = sorted({c for c in self.categories if self.categories.count(c) > 1})
+            if twice:
+                raise ValueError(f"category {twice[0]!r} is listed twice in categories — fix: "
+                                 "list each once")
+            unknown = sorted(set(self.min_acceptance) - set(self.categories))
+            if unknown:
+                raise ValueError(
+                    f"min_acceptance names category {unknown[0]!r}, which categories does not "
+                    f"list ({', '.join(self.categories)}) — fix: add it there or remove its "
+                    "floor")
+        if not self.min_acceptance and self.default_min_acceptance is None:
+            raise ValueError("no category's acceptance would be judged — fix: set "
+                             "default_min_acceptance, or min_acceptance per category")
+        return self
+
+    def min_acceptance_of(self, segment: str) -> float | None:
+        return self.min_acceptance.get(segment, self.default_min_acceptance)
+
+
 class Scenarios(_Strict):
     """The profile's ``[scenarios]`` table: each sub-table one scenario, absent = not run.
 
@@ -128,6 +292,8 @@ class Scenarios(_Strict):
     (``[[scenarios.soak]]``, each on its own server config or concurrency)."""
 
     prefix_cache: PrefixCacheScenario | None = None
+    context_length: ContextLengthScenario | None = None
+    categories: CategoriesScenario | None = None
     soak: list[SoakScenario] = Field(default_factory=list)
     ramp: list[RampScenario] = Field(default_factory=list)
 

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     """A ShareGPT JSON file, as --perf-dataset."""
     sharegpt_url: str | None = _env("SPECPERF_SHAREGPT_URL")
     """Where `specperf fetch-sharegpt` downloads from (a mirror; a local server in tests)."""
+    specbench_url: str | None = _env("SPECPERF_SPECBENCH_URL")
+    """Where `specperf fetch-specbench` downloads from (a mirror; a local server in tests)."""
     cache_dir: Path | None = _env("SPECPERF_CACHE_DIR")
     """What specperf keeps between runs outside any run directory: the throwaway vLLM
     environments of `specperf check --vllm V` (default: $XDG_CACHE_HOME/specperf, else

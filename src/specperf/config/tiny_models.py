@@ -98,7 +98,26 @@ class TinyDraftSpec(_Strict):
         ),
     )
 
-    _LATER_KEYS: ClassVar[dict[str, Any]] = {"kind": "draft_model", "idle_layers": 0}
+    max_position_embeddings: int | None = Field(
+        None, ge=16,
+        description=(
+            "the draft's own max_position_embeddings (default: the target's); shorter than"
+            " the prompts it drafts for, a draft_model draft is fed positions past its"
+            " rotary table (vLLM does not stop it: docs/scenarios.md, context length)"
+        ),
+    )
+    sliding_window: int | None = Field(
+        None, ge=1,
+        description=(
+            "give every layer of the draft sliding-window attention over this many tokens"
+            " (config layer_types + sliding_window): a draft that sees only the end of a long"
+            " prompt"
+        ),
+    )
+
+    _LATER_KEYS: ClassVar[dict[str, Any]] = {"kind": "draft_model", "idle_layers": 0,
+                                             "max_position_embeddings": None,
+                                             "sliding_window": None}
 
     @model_validator(mode="after")
     def _head_shape(self) -> TinyDraftSpec:
@@ -114,6 +133,10 @@ class TinyDraftSpec(_Strict):
                 raise ValueError(
                     f"an {self.kind} head works on the target's vocabulary — fix: remove "
                     "tokenizer_seed")
+            if self.max_position_embeddings is not None or self.sliding_window is not None:
+                raise ValueError(
+                    f"vLLM gives an {self.kind} head the target's positions — fix: remove "
+                    "max_position_embeddings and sliding_window (draft_model drafts only)")
         return self
 
 

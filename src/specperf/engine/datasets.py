@@ -1,4 +1,5 @@
-"""Prompts for a run: synthetic pseudo-text from a seed, or a ShareGPT-format file.
+"""Prompts for a run: synthetic pseudo-text from a seed, or a ShareGPT-format file; and
+the category-tagged prompts of the categories scenario (JSON Lines, Spec-Bench's shape).
 
 Prompts are fixed per profile (same seed, same order) so that runs compare like with
 like; at temperature 0 the acceptance counters are then exactly repeatable.
@@ -10,6 +11,8 @@ import hashlib
 import json
 import random
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specperf.config.profile import Profile, ShareGPTWorkload, SyntheticWorkload
 from specperf.engine.tiny import synthetic_text
@@ -91,3 +94,61 @@ def load_prompts(profile: Profile, dataset_override: str | None = None) -> list[
             "downloaded during a run (`specperf fetch-sharegpt DIR` fetches ShareGPT)"
         )
     return sharegpt_prompts(w, path)
+
+
+# --- category-tagged prompts ([scenarios.categories]) ---------------------------------
+
+
+class CategoryItem(BaseModel):
+    """One line of a category-tagged JSONL file: Spec-Bench's question.jsonl shape
+    (``{"question_id": …, "category": …, "turns": [first prompt, …]}``) or a plain
+    ``{"category": …, "prompt": …}``. Other keys (question_id, reference, …) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    category: str = Field(min_length=1)
+    turns: list[str] | None = Field(None, min_length=1)
+    prompt: str | None = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> CategoryItem:
+        if (self.turns is None) == (self.prompt is None):
+            raise ValueError("give the prompt as `turns` (a list, its first turn is sent) or "
+                             "as `prompt`, exactly one of them")
+        if not self.text.strip():
+            raise ValueError("the prompt is empty")
+        return self
+
+    @property
+    def text(self) -> str:
+        return self.turns[0] if self.turns is not None else (self.prompt or "")
+
+
+def category_prompts(path: Path) -> dict[str, list[str]]:
+    """The file's prompts per category, categories in order of first appearance, prompts
+    in file order; raises DatasetError naming the line and the field."""
+    if not path.is_file():
+        raise DatasetError(
+            f"{path}: category dataset not found — check `scenarios.categories.dataset` "
+            "(relative to the profile's directory); datasets are never downloaded during a "
+            "run (`specperf fetch-specbench DIR` fetches Spec-Bench's question.jsonl)")
+    out: dict[str, list[str]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not a readable UTF-8 text file: {exc}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = CategoryItem.model_validate_json(line)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "the line"
+            raise DatasetError(f"{path}:{n}: field `{where}`: {err['msg']} — each line must be "
+                               'a JSON object like {"category": "qa", "turns": ["…"]}') from None
+        out.setdefault(item.category, []).append(item.text.strip())
+    if not out:
+        raise DatasetError(f"{path}: no prompts (expected JSON Lines with a category and turns "
+                           "or prompt)")
+    return out

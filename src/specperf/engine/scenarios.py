@@ -14,6 +14,14 @@ twice (a repeated prompt would hit the cache whole). Each trial keeps the deltas
 vLLM's prefix-cache counters. A spec case whose gain is wholly below its floor is measured
 again on a fresh server before it may FAIL ([compare] confirm_on_fresh_server), as in the
 main matrix.
+
+Segmented workloads (``context_length``, ``categories``): the prompts come in segments —
+prompt-length buckets, task categories — and each trial sends one segment's prompts
+only, so its spec-decode counter deltas are that segment's. A round is, per segment, the
+no-spec server's trial and then each spec server's on the same prompts (the paired gain,
+as prefix caching's rounds). The two scenarios share their servers (the profile's own
+serve_args, started once for both, logs in ``<run dir>/scenarios/segmented/``), stopped
+when the last of them selected is done.
 """
 
 from __future__ import annotations
@@ -23,23 +31,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.scenarios import prefix_cache_checks
+from specperf.analysis.scenarios import prefix_cache_checks, segmented_checks
 from specperf.config.profile import Profile, ServerConfig
-from specperf.config.scenarios import PREFIX_CACHE_OFF, PREFIX_CACHE_ON, PrefixCacheScenario
+from specperf.config.scenarios import (
+    PREFIX_CACHE_OFF,
+    PREFIX_CACHE_ON,
+    CategoriesScenario,
+    ContextLengthScenario,
+    PrefixCacheScenario,
+    SegmentedScenario,
+)
 from specperf.engine.clock import RESTARTS, WARMUPS, RunClock
+from specperf.engine.datasets import DatasetError, category_prompts, load_prompts
 from specperf.engine.load import run_load
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool
 from specperf.engine.tiny import synthetic_text
 from specperf.engine.trials import TrialRunner
-from specperf.schemas import Case, CaseResult, GateCheck, ScenarioResult, Trial
+from specperf.schemas import Case, CaseResult, GateCheck, ScenarioResult, ScenarioSegment, Trial
 
-__all__ = ["WORKLOAD_SCENARIO_KINDS", "ScenarioError", "ScenarioRunner", "prefix_cache_profile",
-           "prefix_cache_prompts"]
+__all__ = ["SEGMENTED_KINDS", "WORKLOAD_SCENARIO_KINDS", "ScenarioError", "ScenarioRunner",
+           "Segment", "category_segments", "context_length_segments", "prefix_cache_profile",
+           "prefix_cache_prompts", "segmented_profile"]
 
+#: The segmented scenarios: one shared server pool, per-segment trials.
+SEGMENTED_KINDS = ("context_length", "categories")
 #: The scenario test kinds, in run order (after the main matrix's).
-WORKLOAD_SCENARIO_KINDS = ("prefix_cache",)
+WORKLOAD_SCENARIO_KINDS = ("prefix_cache", *SEGMENTED_KINDS)
+#: The shared pool of the segmented scenarios (its logs: scenarios/segmented/servers/).
+SEGMENTED_POOL = "segmented"
 
 
 class ScenarioError(RuntimeError):
@@ -69,6 +90,77 @@ def prefix_cache_prompts(spec: PrefixCacheScenario, round_: int, n: int) -> list
         prefix += "\n\n" + synthetic_text(base + 2, spec.few_shot_words)
     return [f"{prefix}\n\n{synthetic_text(base + 10_007 * (round_ + 2) + i, spec.question_words)}"
             for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment's name and the prompts each of its trials sends."""
+
+    name: str
+    prompts: list[str]
+
+
+def segmented_profile(profile: Profile, spec: SegmentedScenario) -> Profile:
+    """The profile a segmented scenario's trials run with: ``requests`` measured requests
+    per trial, and its ``max_tokens`` if set. Its servers start from the profile itself."""
+    load = profile.load.model_copy(update={"requests": spec.requests,
+                                           "min_requests_per_stream": 0})
+    sampling = (profile.sampling if spec.max_tokens is None
+                else profile.sampling.model_copy(update={"max_tokens": spec.max_tokens}))
+    return profile.model_copy(update={"load": load, "sampling": sampling})
+
+
+def context_length_segments(spec: ContextLengthScenario,
+                            workload: list[str] | None = None) -> list[Segment]:
+    """Per bucket, ``requests`` prompts of its ``prompt_words`` words; the same every round
+    (the profile's prefix caching is off, as in the main matrix), none shared between
+    buckets. ``text = "workload"``: cut from ``workload`` (the profile's prompts run
+    together, each prompt starting elsewhere in them), else synthetic words."""
+    if spec.text == "synthetic":
+        base = spec.seed * 1_000_003
+        return [Segment(b.name, [synthetic_text(base + 7_919 * (k + 1) + i, b.prompt_words)
+                                 for i in range(spec.requests)])
+                for k, b in enumerate(spec.buckets)]
+    words = " ".join(workload or []).split()
+    if not words:
+        raise DatasetError("scenarios.context_length.text = 'workload', and the profile's "
+                           "workload gave no prompts — fix: check [workload], or use "
+                           "text = 'synthetic'")
+    longest = max(spec.buckets, key=lambda b: b.prompt_words)
+    if longest.prompt_words > len(words):
+        # Cut round and round, a prompt would repeat its own text, which any drafter
+        # predicts well: the long bucket's acceptance would be inflated, not measured.
+        raise DatasetError(
+            f"scenarios.context_length: bucket {longest.name!r} wants {longest.prompt_words} "
+            f"words and the profile's workload prompts hold {len(words)} — a prompt would "
+            "repeat its own text — fix: raise [workload] num_prompts or shorten the bucket")
+    out = []
+    for k, b in enumerate(spec.buckets):
+        prompts = []
+        for i in range(spec.requests):
+            # A prime stride apart, so no two prompts of a run start at the same word.
+            start = (spec.seed + 7_919 * (k * spec.requests + i)) % len(words)
+            prompts.append(" ".join(words[(start + j) % len(words)]
+                                    for j in range(b.prompt_words)))
+        out.append(Segment(b.name, prompts))
+    return out
+
+
+def category_segments(spec: CategoriesScenario, path: Path) -> list[Segment]:
+    """Per category (``spec.categories``, else the file's in order), its first
+    ``requests`` prompts (fewer in the file: they are sent again in turn); raises
+    DatasetError naming a category the file does not have."""
+    by_category = category_prompts(path)
+    names = spec.categories or list(by_category)
+    for field_name, wanted in (("categories", spec.categories or []),
+                               ("min_acceptance", list(spec.min_acceptance))):
+        missing = [c for c in wanted if c not in by_category]
+        if missing:
+            raise DatasetError(
+                f"scenarios.categories.{field_name} names category {missing[0]!r}, which "
+                f"{path} does not have (it has {', '.join(by_category)}) — fix: use one of "
+                "those")
+    return [Segment(c, by_category[c][:spec.requests]) for c in names]
 
 
 #: Rounds apart of a re-measured attempt's prompts (repeats stay far below it).
@@ -106,6 +198,19 @@ class _Config:
 
 
 @dataclass
+class _SegmentedConfig:
+    """One server config in a segmented scenario: per segment its trials, and (a spec
+    config) the no-spec trials paired with them."""
+
+    cfg: ServerConfig
+    server: VllmServer | None = None
+    trials: dict[str, list[Trial]] = field(default_factory=dict)
+    paired: dict[str, list[Trial]] = field(default_factory=dict)
+    start: int | None = None
+    warm: bool = False
+
+
+@dataclass
 class ScenarioRunner:
     profile: Profile
     run_dir: Path
@@ -126,6 +231,8 @@ class ScenarioRunner:
     #: Per scenario kind, the spec configs whose items were selected (a shard's, `-k`);
     #: absent: all of them.
     wanted: dict[str, set[str]] = field(default_factory=dict)
+    #: --perf-dataset: the workload's file instead of the profile's (text = "workload").
+    dataset: str | None = None
 
     def cases(self, kind: str) -> list[Case]:
         """The scenario's test cases: its spec configs at its concurrency."""
@@ -139,9 +246,12 @@ class ScenarioRunner:
         """The case's checks, measuring the whole scenario first if need be; raises
         ScenarioError or ServerError when the case could not be measured."""
         if kind not in self.results and kind not in self.errors:
-            if kind != "prefix_cache":
+            if kind == "prefix_cache":
+                self._prefix_cache()
+            elif kind in SEGMENTED_KINDS:
+                self._segmented(kind)
+            else:
                 raise ValueError(f"unknown scenario {kind!r}; known: {WORKLOAD_SCENARIO_KINDS}")
-            self._prefix_cache()
         why = self.errors.get(kind, {}).get(case.id) or self.errors.get(kind, {}).get("*")
         if why is not None:
             raise ScenarioError(f"case {case.id}: {kind} scenario: {why}")
@@ -291,6 +401,193 @@ class ScenarioRunner:
 
     def _judge(self, prof: Profile, spec: PrefixCacheScenario,
                result: ScenarioResult) -> dict[str, list[GateCheck]]:
+        return prefix_cache_checks(result, spec, self._gain_floors(prof, result), prof.compare)
+
+    # -- segmented workloads: context length, categories -----------------------------
+
+    def _segments(self, kind: str, spec: SegmentedScenario) -> list[Segment]:
+        if isinstance(spec, ContextLengthScenario):
+            workload = (load_prompts(self.profile, self.dataset)
+                        if spec.text == "workload" else None)
+            return context_length_segments(spec, workload)
+        assert isinstance(spec, CategoriesScenario)
+        path = Path(spec.dataset).expanduser()
+        if not path.is_absolute() and self.profile.source is not None:
+            path = self.profile.source.parent / path
+        return category_segments(spec, path)
+
+    def _pool_name(self, kind: str) -> str:
+        """The segmented scenarios share one pool; one with serve_args of its own has its
+        own (its servers are other servers)."""
+        spec = getattr(self.profile.scenarios, kind)
+        return kind if spec.serve_args else SEGMENTED_POOL
+
+    def _segmented_pool(self, kind: str) -> ServerPool:
+        name = self._pool_name(kind)
+        pool = self.pools.get(name)
+        if pool is None:
+            spec = getattr(self.profile.scenarios, kind)
+            prof = self.profile.model_copy(
+                update={"serve_args": [*self.profile.serve_args, *spec.serve_args]})
+            view = self.observer or LineObserver(self.say)
+            logs = self.run_dir / "scenarios" / name / "servers"
+            pool = ServerPool(prof, self.run_dir, self.models_cache, say=self.say,
+                              observer=view, clock=self.clock, log_dir=logs)
+            self.pools[name] = pool
+        return pool
+
+    def _pool_done(self, name: str) -> bool:
+        """Whether every selected segmented scenario of the pool has been measured (its
+        servers may stop)."""
+        kinds = [k for k in SEGMENTED_KINDS if getattr(self.profile.scenarios, k) is not None
+                 and (not self.wanted or k in self.wanted) and self._pool_name(k) == name]
+        return all(k in self.results or k in self.errors for k in kinds)
+
+    def _segmented(self, kind: str) -> None:
+        spec = getattr(self.profile.scenarios, kind)
+        assert isinstance(spec, SegmentedScenario)
+        errors = self.errors.setdefault(kind, {})
+        try:
+            segments = self._segments(kind, spec)
+        except DatasetError as exc:  # the dataset or the workload's file
+            errors["*"] = str(exc)
+            return
+        pool = self._segmented_pool(kind)
+        try:
+            self._measure_segmented(kind, spec, segments, pool, errors)
+        finally:
+            if self._pool_done(self._pool_name(kind)):
+                pool.stop_all()
+
+    def _measure_segmented(self, kind: str, spec: SegmentedScenario, segments: list[Segment],
+                           pool: ServerPool, errors: dict[str, str]) -> None:
+        prof = segmented_profile(self.profile, spec)
+        view = self.observer or LineObserver(self.say)
+        current: list[list[str]] = [segments[0].prompts]
+        runner = TrialRunner(prof, pool, view, lambda: current[0], self.max_outside_cores,
+                             busy_wait_s=self.busy_wait_s, say=self.say, clock=self.clock)
+        c = spec.concurrency
+        repeats = spec.repeats or self.repeats
+        nospec_cfg = prof.nospec
+        assert nospec_cfg is not None  # the profile refuses the scenario without one
+        word = "bucket" if kind == "context_length" else "category"
+        self.say(f"specperf: scenario {kind}: {len(segments)} {word} segment(s) "
+                 f"({', '.join(g.name for g in segments)}), {spec.requests} requests a trial, "
+                 f"{repeats} trial(s) per {word} per config at concurrency {c} (server logs: "
+                 f"{pool.log_dir})")
+        try:
+            nospec = _SegmentedConfig(nospec_cfg, pool.server_for(nospec_cfg.id))
+        except (ServerError, RuntimeError) as exc:
+            errors["*"] = f"the no-spec reference {nospec_cfg.id!r} could not be measured: {exc}"
+            return
+        specs: list[_SegmentedConfig] = []
+        wanted = self.wanted.get(kind)
+        for cfg in prof.server_configs:
+            if not cfg.is_spec or (wanted is not None and cfg.id not in wanted):
+                continue
+            run = _SegmentedConfig(cfg)
+            try:
+                run.server = pool.server_for(cfg.id)
+            except (ServerError, RuntimeError) as exc:
+                errors[Case(config_id=cfg.id, concurrency=c).id] = str(exc)
+                continue
+            specs.append(run)
+
+        def rounds(configs: list[_SegmentedConfig], first: int) -> None:
+            for r in range(first, first + repeats):
+                for k, segment in enumerate(segments):
+                    current[0] = segment.prompts
+                    self._segment_round(runner, segment, r * len(segments) + k, nospec,
+                                        configs, c)
+
+        try:
+            rounds(specs, 0)
+            result = self._segmented_result(kind, prof, segments, nospec, specs, c)
+            checks = self._judge_segmented(prof, spec, result)
+            flagged = [s for s in specs if any(
+                ch.outcome == "fail" and ch.metric.startswith("TPOT gain")
+                for ch in checks.get(Case(config_id=s.cfg.id, concurrency=c).id, []))]
+            for s in flagged if prof.compare.confirm_on_fresh_server else []:
+                self.say(f"specperf: scenario {kind}: {s.cfg.id}: TPOT gain wholly below its "
+                         "floor in a segment — confirming on a fresh server")
+                try:
+                    with self.clock.phase(RESTARTS, whole=True):
+                        s.server = pool.restart(s.cfg.id)
+                except (ServerError, RuntimeError) as exc:
+                    self.say(f"specperf: scenario {kind}: {s.cfg.id}: the fresh server did not "
+                             f"start ({exc}); the first start's measurement stands")
+                    continue
+                s.trials = {g: [t.model_copy(update={"server_start": 0}) for t in ts]
+                            for g, ts in s.trials.items()}
+                s.start, s.warm = 1, False
+                rounds([s], repeats)
+            if flagged and prof.compare.confirm_on_fresh_server:
+                result = self._segmented_result(kind, prof, segments, nospec, specs, c)
+                checks = self._judge_segmented(prof, spec, result)
+        except (ServerError, RuntimeError) as exc:
+            errors["*"] = f"measuring failed: {exc}"
+            return
+        self.results[kind] = result
+        self.checks[kind] = checks
+
+    def _segment_round(self, runner: TrialRunner, segment: Segment, index: int,
+                       nospec: _SegmentedConfig, specs: list[_SegmentedConfig], c: int) -> None:
+        """The no-spec server's trial on the segment's prompts, then every spec server's;
+        a server's first trial warms it up first (before its counters are read)."""
+        assert nospec.server is not None
+        trial = runner.trial(nospec.server, c, index, warmup=not nospec.warm)
+        nospec.warm = True
+        nospec.trials.setdefault(segment.name, []).append(trial)
+        for s in specs:
+            assert s.server is not None
+            s.paired.setdefault(segment.name, []).append(trial)
+            t = runner.trial(s.server, c, index, warmup=not s.warm)
+            s.warm = True
+            s.trials.setdefault(segment.name, []).append(
+                t if s.start is None else t.model_copy(update={"server_start": s.start}))
+
+    def _segmented_result(self, kind: str, prof: Profile, segments: list[Segment],
+                          nospec: _SegmentedConfig, specs: list[_SegmentedConfig],
+                          c: int) -> ScenarioResult:
+        """Per segment each config's case; and each config's case over all segments."""
+        assert nospec.server is not None
+        n_case = Case(config_id=nospec.cfg.id, concurrency=c)
+
+        def result_of(run: _SegmentedConfig, trials: list[Trial]) -> CaseResult:
+            assert run.server is not None
+            return case_result(Case(config_id=run.cfg.id, concurrency=c), run.cfg, trials,
+                               run.server.version, prof.config_hash(run.cfg))
+
+        def nospec_of(trials: list[Trial]) -> CaseResult:
+            return case_result(n_case, nospec.cfg, trials, nospec.server.version,  # type: ignore[union-attr]
+                               prof.config_hash(nospec.cfg))
+
+        measured = [s for s in specs if s.trials and s.server is not None]
+        out: list[ScenarioSegment] = []
+        for g in segments:
+            cases, paired = [], {}
+            if nospec.trials.get(g.name):
+                cases.append(nospec_of(nospec.trials[g.name]))
+            for s in measured:
+                if s.trials.get(g.name):
+                    cr = result_of(s, s.trials[g.name])
+                    cases.append(cr)
+                    paired[cr.case.id] = nospec_of(s.paired[g.name])
+            out.append(ScenarioSegment(name=g.name, cases=cases, paired_nospec=paired))
+
+        def pooled(by_segment: dict[str, list[Trial]]) -> list[Trial]:
+            return [t for g in segments for t in by_segment.get(g.name, [])]
+
+        cases = [nospec_of(pooled(nospec.trials))] if nospec.trials else []
+        paired_all: dict[str, CaseResult] = {}
+        for s in measured:
+            cr = result_of(s, pooled(s.trials))
+            cases.append(cr)
+            paired_all[cr.case.id] = nospec_of(pooled(s.paired))
+        return ScenarioResult(kind=kind, cases=cases, paired_nospec=paired_all,  # type: ignore[arg-type]
+                              segments=out)
+
+    def _gain_floors(self, prof: Profile, result: ScenarioResult) -> dict[str, float | None]:
         floors: dict[str, float | None] = {}
         for cr in result.cases:
             cfg = prof.config(cr.case.config_id)
@@ -298,5 +595,8 @@ class ScenarioRunner:
             floors[cr.case.id] = (g.ratio_at(cr.case.concurrency)
                                   if cfg.is_spec and g is not None
                                   and cr.case.concurrency <= g.max_concurrency else None)
-        return prefix_cache_checks(result, spec, floors, prof.compare)
+        return floors
 
+    def _judge_segmented(self, prof: Profile, spec: SegmentedScenario,
+                         result: ScenarioResult) -> dict[str, list[GateCheck]]:
+        return segmented_checks(result, spec, self._gain_floors(prof, result), prof.compare)

@@ -200,7 +200,7 @@ class PerfSession:
         """The profile's [scenarios], each on its own servers (engine.scenarios)."""
         return ScenarioRunner(self.profile, self.options.run_dir, self.options.models_cache,
                               self.repeats, self.max_outside_cores, busy_wait_s=self.busy_wait_s,
-                              say=self.say, clock=self.clock)
+                              say=self.say, clock=self.clock, dataset=self.options.dataset)
 
     def attributed_configs(self) -> set[str]:
         """Spec configs measured with a pinned-acceptance twin: those whose profile entry

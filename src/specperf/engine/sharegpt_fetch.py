@@ -51,11 +51,40 @@ def fetch(
     An existing file is kept unless ``force`` (checked against ``sha256`` if given).
     Raises :class:`FetchError` naming the URL and the cause; no partial file remains.
     """
-    url = url or default_url()
+    return fetch_file(dest_dir, FILENAME, url or default_url(), url_env=URL_ENV,
+                      refusal=_not_a_json_list, sha256=sha256, force=force,
+                      timeout_s=timeout_s, progress=progress)
+
+
+def _not_a_json_list(head: bytes) -> str | None:
+    if head.startswith(b"["):
+        return None
+    return (f"the response is not a JSON list (starts {head[:20]!r}); a proxy or login page "
+            "answered instead of the dataset")
+
+
+def fetch_file(
+    dest_dir: Path,
+    filename: str,
+    url: str,
+    *,
+    url_env: str,
+    refusal: Callable[[bytes], str | None],
+    sha256: str | None = None,
+    force: bool = False,
+    timeout_s: float = 60.0,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Path:
+    """Download ``url`` to ``dest_dir/filename`` atomically; return its path.
+
+    ``refusal`` gets the file's first bytes (leading whitespace stripped) and says why they
+    are not the dataset, or None. An existing file is kept unless ``force`` (checked
+    against ``sha256`` if given). Raises :class:`FetchError` naming the URL and the cause;
+    no partial file remains."""
     if not _scheme_ok(url):
         raise FetchError(f"{url}: only http(s) URLs are fetched")
     dest_dir = Path(dest_dir)
-    dest = dest_dir / FILENAME
+    dest = dest_dir / filename
     if dest.exists() and not force:
         if sha256 is not None and _sha256(dest) != sha256.lower():
             raise FetchError(
@@ -66,11 +95,11 @@ def fetch(
         dest_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FetchError(f"{dest_dir}: cannot create the directory: {exc}") from None
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{FILENAME}.", suffix=".part", dir=dest_dir)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{filename}.", suffix=".part", dir=dest_dir)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out:
-            got, expected, digest = _download(url, out, timeout_s, progress)
+            got, expected, digest = _download(url, out, timeout_s, progress, filename, url_env)
             out.flush()
             os.fsync(out.fileno())
         if expected is not None and got != expected:
@@ -83,11 +112,9 @@ def fetch(
             raise FetchError(f"{url}: sha256 is {digest}, expected {sha256}")
         with tmp.open("rb") as f:
             head = f.read(64).lstrip()
-        if not head.startswith(b"["):
-            raise FetchError(
-                f"{url}: the response is not a JSON list (starts {head[:20]!r}); "
-                "a proxy or login page answered instead of the dataset"
-            )
+        why = refusal(head)
+        if why is not None:
+            raise FetchError(f"{url}: {why}")
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -97,7 +124,8 @@ def fetch(
 
 
 def _download(
-    url: str, out: object, timeout_s: float, progress: Callable[[int, int | None], None] | None
+    url: str, out: object, timeout_s: float, progress: Callable[[int, int | None], None] | None,
+    filename: str, url_env: str,
 ) -> tuple[int, int | None, str]:
     req = urllib.request.Request(url, headers={"User-Agent": "specperf-fetch"})  # noqa: S310
     h = hashlib.sha256()
@@ -121,8 +149,8 @@ def _download(
         reason = getattr(exc, "reason", exc)
         raise FetchError(
             f"{url}: cannot download: {reason} — this machine may be offline or behind a "
-            f"proxy; download {FILENAME} elsewhere and copy it into place, or set "
-            f"{URL_ENV} to a reachable mirror"
+            f"proxy; download {filename} elsewhere and copy it into place, or set "
+            f"{url_env} to a reachable mirror"
         ) from None
     return got, expected, h.hexdigest()
 

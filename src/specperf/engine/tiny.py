@@ -503,6 +503,19 @@ def _llama_config(t: TinyTargetSpec, layers: int) -> dict[str, Any]:
     }
 
 
+def _draft_config(t: TinyTargetSpec, d: TinyDraftSpec) -> dict[str, Any]:
+    """A draft_model draft's config: the target's shape, its own layer count, and the
+    context limits the spec gives it (a shorter rotary table, a sliding window)."""
+    config = _llama_config(t, d.layers + d.idle_layers)
+    if d.max_position_embeddings is not None:
+        config["max_position_embeddings"] = d.max_position_embeddings
+    if d.sliding_window is not None:
+        # vLLM's Llama reads a per-layer window from layer_types (models/llama.py).
+        config["layer_types"] = ["sliding_attention"] * config["num_hidden_layers"]
+        config["sliding_window"] = d.sliding_window
+    return config
+
+
 def _write_model(
     out: Path, sd: dict[str, Any], config: dict[str, Any], tok: Any, t: TinyTargetSpec
 ) -> None:
@@ -579,7 +592,7 @@ def _build(spec: TinyModelsSpec, out: Path) -> None:
         elif d.kind == "eagle3":
             _write_model(out / name, _eagle3_weights(sd, t), _eagle3_config(t), tok, t)
         else:
-            _write_model(out / name, sd, _llama_config(t, d.layers + d.idle_layers), tok, t)
+            _write_model(out / name, sd, _draft_config(t, d), tok, t)
     _write_json(
         out / _MANIFEST,
         {

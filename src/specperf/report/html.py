@@ -23,7 +23,7 @@ from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.report.console import delta_text, fmt_value, spec_lines, spread_text
 from specperf.report.plots import write_plots
-from specperf.report.scenarios import SCENARIO_HEADERS, scenario_rows, scenario_title
+from specperf.report.scenarios import scenario_tables
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
 
@@ -37,6 +37,7 @@ PLOT_TITLES = {
     "acceptance_per_position": "Acceptance per draft position",
     "tpot_gain": "Paired TPOT gain vs no-spec (same run)",
     "soak": "Soak: acceptance and TPOT per window",
+    "segments": "Scenarios: acceptance per bucket and per category",
 }
 ARROW = {Direction.LOWER_IS_BETTER: "↓", Direction.HIGHER_IS_BETTER: "↑"}
 VERDICT_CLASS = {v: v.value for v in Verdict}
@@ -298,13 +299,16 @@ def _cases_html(run: RunResult) -> str:
 def _scenarios_html(run: RunResult) -> str:
     """A table per scenario of the run (report.scenarios); none without."""
     out = []
+    num = ' class="num"'
     for s in run.scenarios:
-        num = ' class="num"'
-        rows = ["<tr>" + "".join(f"<td{'' if i == 0 else num}>{_e(v)}</td>"
+        title, headers, body = scenario_tables(s)
+        # A segmented table's second column (the bucket or category) is a name, not a number.
+        names = {0, 1} if s.segments else {0}
+        rows = ["<tr>" + "".join(f"<td{'' if i in names else num}>{_e(v)}</td>"
                                  for i, v in enumerate(row)) + "</tr>"
-                for row in scenario_rows(s)]
-        out.append(f"<h2>{_e(scenario_title(s.kind))}</h2>"
-                   + _table([(h, i > 0) for i, h in enumerate(SCENARIO_HEADERS)], rows))
+                for row in body]
+        out.append(f"<h2>{_e(title)}</h2>"
+                   + _table([(h, i not in names) for i, h in enumerate(headers)], rows))
     return "".join(out)
 
 

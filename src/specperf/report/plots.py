@@ -30,6 +30,7 @@ __all__ = [
     "paired_gains",
     "plot_acceptance_per_position",
     "plot_acceptance_vs_k",
+    "plot_segment_acceptance",
     "plot_soak_over_time",
     "plot_tpot_gain",
     "plot_vs_concurrency",
@@ -49,6 +50,8 @@ PLOT_FILES = {
 }
 #: The soak scenario's chart (one run's own windows: no baseline overlay).
 SOAK_FILE = "soak_over_time.png"
+#: The segmented scenarios' chart: acceptance per bucket and per category.
+SEGMENTS_FILE = "scenario_acceptance_by_segment.png"
 #: Charts of one run's own measurements that have no baseline overlay.
 SAME_RUN_ONLY = frozenset({"tpot_gain"})
 DPI = 110
@@ -594,7 +597,40 @@ def write_plots(run: Result, out_dir: Path | str,
         p = plot_soak_over_time(run, out_dir / SOAK_FILE)
         if p is not None:
             written["soak"] = p
+        p = plot_segment_acceptance(run, out_dir / SEGMENTS_FILE)
+        if p is not None:
+            written["segments"] = p
     return written
+
+
+def plot_segment_acceptance(run: RunResult, path: Path | str) -> Path | None:
+    """A panel per segmented scenario (context length, categories): each spec config's
+    acceptance rate per segment, in measuring order; None without such a scenario."""
+    scenarios = [s for s in run.scenarios if s.segments]
+    if not scenarios:
+        return None
+    titles = {"context_length": "acceptance per prompt-length bucket",
+              "categories": "acceptance per task category"}
+    fig, axes = _figure("Scenarios: acceptance by segment", run.provenance, None,
+                        ncols=len(scenarios), width=5.5 * len(scenarios))
+    for ax, scenario in zip(axes, scenarios, strict=True):
+        names = [g.name for g in scenario.segments]
+        configs = sorted({c.case.id for g in scenario.segments for c in g.cases
+                          if c.acceptance is not None})
+        for cid in configs:
+            ys = []
+            for g in scenario.segments:
+                r = next((c for c in g.cases if c.case.id == cid), None)
+                rate = r.acceptance.rate if r is not None and r.acceptance is not None else None
+                ys.append(rate if _ok(rate) else np.nan)
+            ax.plot(range(len(names)), ys, marker="o", label=cid)
+        ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+        ax.set_ylim(0.0, 1.0)
+        ax.set_title(titles.get(scenario.kind, scenario.kind))
+        ax.set_ylabel("acceptance rate")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize=8, framealpha=0.9)
+    return _save(fig, Path(path))
 
 
 def plot_soak_over_time(run: RunResult, path: Path | str) -> Path | None:

@@ -286,7 +286,7 @@ def test_json_prints_json_on_stdout_for_every_command(capsys: pytest.CaptureFixt
 
 def test_every_listed_command_is_wired_in_help_order(capsys: pytest.CaptureFixture[str]) -> None:
     names = ["compare", "report", "show", "schema", "check", "model", "advise", "power", "merge",
-             "promote", "fetch-nightlies", "fetch-sharegpt", "issues"]
+             "promote", "fetch-nightlies", "fetch-sharegpt", "fetch-specbench", "issues"]
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert list(sub.choices) == names

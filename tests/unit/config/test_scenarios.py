@@ -158,3 +158,78 @@ def test_a_ramp_needs_a_burst_above_one(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="needs a burst above concurrency 1.*fix: set its "
                                            "burst_concurrency"):
         load_profile(path)
+
+
+# --- context length and categories ---------------------------------------------------
+
+CONTEXT = """
+[scenarios.context_length]
+requests = 2
+max_relative_drop = 0.3
+buckets = [{ name = "short", prompt_words = 32, min_acceptance = 0.4 },
+           { name = "long", prompt_words = 400 }]
+"""
+
+CATEGORIES = """
+[scenarios.categories]
+dataset = "../../datasets/cpu-categories.jsonl"
+categories = ["qa", "rag"]
+min_acceptance = { rag = 0.3 }
+default_min_acceptance = 0.2
+"""
+
+
+def test_context_length_and_categories_tables_load(tmp_path: Path) -> None:
+    p = load_profile(_with_time(tmp_path, CONTEXT + CATEGORIES))
+    ctx, cats = p.scenarios.context_length, p.scenarios.categories
+    assert ctx is not None and cats is not None
+    assert [b.name for b in ctx.buckets] == ["short", "long"] and ctx.reference_segment == "short"
+    assert ctx.min_acceptance_of("short") == 0.4 and ctx.min_acceptance_of("long") is None
+    assert cats.min_acceptance_of("rag") == 0.3 and cats.min_acceptance_of("qa") == 0.2
+    assert p.scenarios.kinds == ["context_length", "categories"]
+    assert p.hash() == load_profile(CPU_CI_PROFILE).hash()
+
+
+@pytest.mark.parametrize(("extra", "field", "words"), [
+    (CONTEXT.replace('"long"', '"short"'), "scenarios.context_length",
+     "bucket name 'short' is used twice — fix"),
+    (CONTEXT.replace("max_relative_drop = 0.3\n", "").replace(", min_acceptance = 0.4", ""),
+     "scenarios.context_length", "no bucket's acceptance would be judged — fix: set "
+                                 "max_relative_drop"),
+    (CONTEXT.replace("max_relative_drop = 0.3", "max_relative_drop = 1.0"),
+     "scenarios.context_length.max_relative_drop", "less than 1"),
+    (CONTEXT.replace("min_acceptance = 0.4", "min_acceptance = 1.4"),
+     "scenarios.context_length.buckets[0].min_acceptance", "less than or equal to 1"),
+    (CONTEXT.replace('"short", prompt_words = 32', '"a b", prompt_words = 32'),
+     "scenarios.context_length.buckets[0].name", "should match pattern"),
+    (CONTEXT.replace('{ name = "long", prompt_words = 400 }', ""),
+     "scenarios.context_length.buckets", "at least 2 items"),
+    (CATEGORIES.replace("{ rag = 0.3 }", "{ math = 0.3 }"), "scenarios.categories",
+     "min_acceptance names category 'math', which categories does not list"),
+    (CATEGORIES.replace("{ rag = 0.3 }", "{ rag = 3 }"), "scenarios.categories.min_acceptance",
+     "min_acceptance.rag = 3 is not an acceptance rate — fix"),
+    (CATEGORIES.replace("min_acceptance = { rag = 0.3 }\ndefault_min_acceptance = 0.2\n", ""),
+     "scenarios.categories", "no category's acceptance would be judged — fix"),
+    (CATEGORIES.replace('dataset = "../../datasets/cpu-categories.jsonl"\n', ""),
+     "scenarios.categories.dataset", "Field required"),
+], ids=["bucket-twice", "nothing-judged", "drop-1", "floor-above-1", "bad-name", "one-bucket",
+        "floor-of-unlisted", "floor-not-a-rate", "no-floor", "no-dataset"])
+def test_bad_segmented_fields_are_named_with_a_fix(tmp_path: Path, extra: str, field: str,
+                                                   words: str) -> None:
+    path = _with_time(tmp_path, extra)
+    with pytest.raises(ProfileError) as exc:
+        load_profile(path)
+    msg = str(exc.value)
+    assert str(path) in msg and words in msg and f"field `{field}`" in msg, msg
+
+
+@pytest.mark.parametrize("table", [CONTEXT, CATEGORIES], ids=["context_length", "categories"])
+def test_segmented_scenarios_need_a_no_spec_reference(tmp_path: Path, table: str) -> None:
+    path = _with(tmp_path, table, drop_nospec=True)
+    text = path.read_text().replace("[gates.tpot_gain]\nmax_concurrency = 1\nmin_ratio = 0.2\n",
+                                    "")
+    path.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    msg = str(err.value)
+    assert "pairs each spec trial with a no-spec trial" in msg and "fix:" in msg, msg

@@ -32,25 +32,28 @@ GPU_PROFILES = [n for n in PROFILES if not n.startswith("cpu-")]
 #: (configs × concurrencies for `requests`, spec configs × concurrencies for
 #: `acceptance`, spec configs × concurrencies ≤ max_concurrency for `tpot_gain`, and
 #: configs × concurrencies again for each of `latency` and `throughput`: every case is
-#: judged against the baseline), then per scenario kind (`prefix_cache`) its spec configs
-#: when the profile has the scenario, else one skipped `no-cases` item. A change here is a
-#: change of what the nightly run measures: update the number on purpose.
+#: judged against the baseline), then per workload scenario kind (`prefix_cache`,
+#: `context_length`, `categories`) its spec configs when the profile has the scenario, else
+#: one skipped `no-cases` item. A change here is a change of what the nightly run
+#: measures: update the number on purpose.
 EXPECTED_ITEMS = {
-    # Each ends + 2: the soak and the ramp (one item each, or one skipped no-cases item).
+    # Each ends + 2: the soak and the ramp (one item each, or one skipped no-cases item);
+    # before that, context_length and categories (spec configs each on the h100-* profiles,
+    # else one no-cases item each).
     # 11 configs × 7 c; 10 spec × 7; 10 spec × 5 (c ≤ 16); 2 × 11 × 7; no prefix_cache
-    "a100-qwen3-32b": 77 + 70 + 50 + 154 + 1 + 2,
+    "a100-qwen3-32b": 77 + 70 + 50 + 154 + 1 + 2 + 2,
     # 3 × 3; 2 × 3; 2 × 1 (c = 1); 2 × 3 × 3; no prefix_cache
-    "l40s-qwen3-1.7b": 9 + 6 + 2 + 18 + 1 + 2,
+    "l40s-qwen3-1.7b": 9 + 6 + 2 + 18 + 1 + 2 + 2,
     # 3 × 4; 2 × 4; 2 × 3 (c ≤ 16); 2 × 3 × 4; no prefix_cache
-    "h100x4-llama-70b": 12 + 8 + 6 + 24 + 1 + 2,
-    # 4 × 3; 3 × 3; 3 × 2 (c ≤ 8); 2 × 4 × 3; prefix_cache: 3 spec
-    "h100-llama3.1-8b-eagle3": 12 + 9 + 6 + 24 + 3 + 2,
-    "h100-gpt-oss-120b-eagle3": 12 + 9 + 6 + 24 + 1 + 2,
-    # 3 × 3; 2 × 3; 2 × 2 (c ≤ 8); 2 × 3 × 3; prefix_cache: 2 spec
-    "h100-qwen3-8b-eagle3": 9 + 6 + 4 + 18 + 2 + 2,
-    "h100-mimo-7b-mtp": 9 + 6 + 4 + 18 + 1 + 2,
+    "h100x4-llama-70b": 12 + 8 + 6 + 24 + 1 + 2 + 2,
+    # 4 × 3; 3 × 3; 3 × 2 (c ≤ 8); 2 × 4 × 3; prefix_cache: 3 spec; 3 + 3 segmented
+    "h100-llama3.1-8b-eagle3": 12 + 9 + 6 + 24 + 3 + 6 + 2,
+    "h100-gpt-oss-120b-eagle3": 12 + 9 + 6 + 24 + 1 + 6 + 2,
+    # 3 × 3; 2 × 3; 2 × 2 (c ≤ 8); 2 × 3 × 3; prefix_cache: 2 spec; 2 + 2 segmented
+    "h100-qwen3-8b-eagle3": 9 + 6 + 4 + 18 + 2 + 4 + 2,
+    "h100-mimo-7b-mtp": 9 + 6 + 4 + 18 + 1 + 4 + 2,
     # 3 × 3; 2 × 3; 2 × 2 (c ≤ 16); 2 × 3 × 3; no prefix_cache
-    "h200x8-deepseek-r1-mtp": 9 + 6 + 4 + 18 + 1 + 2,
+    "h200x8-deepseek-r1-mtp": 9 + 6 + 4 + 18 + 1 + 2 + 2,
 }
 
 
@@ -72,6 +75,8 @@ def _expected_items(profile: Profile) -> int:
     spec = [c for c in profile.server_configs if c.is_spec]
     sc = profile.scenarios
     n += len(spec) if sc.prefix_cache is not None else 1
+    n += len(spec) if sc.context_length is not None else 1
+    n += len(spec) if sc.categories is not None else 1
     n += len(sc.soak) or 1
     n += len(sc.ramp) or 1
     return n
@@ -113,8 +118,9 @@ def test_profile_collects_its_matrix(name: str) -> None:
     cases = {f"{c.id}-c{n}" for c in profile.server_configs for n in profile.concurrencies}
     cases.add("no-cases")  # a scenario the profile does not have: one skipped item
     sc = profile.scenarios
-    if sc.prefix_cache is not None:
-        cases |= {f"{c.id}-c{sc.prefix_cache.concurrency}" for c in profile.server_configs}
+    for segmented in (sc.prefix_cache, sc.context_length, sc.categories):
+        if segmented is not None:
+            cases |= {f"{c.id}-c{segmented.concurrency}" for c in profile.server_configs}
     cases |= {f"{s.config}-c{s.concurrency}" for s in sc.soak}
     cases |= {f"{r.config}-c1" for r in sc.ramp}
     for line in ids:
@@ -132,6 +138,19 @@ def test_gpu_profiles_use_real_models_and_the_fetched_dataset(name: str) -> None
     assert path is not None
     # Where `specperf fetch-sharegpt datasets` puts it.
     assert path.resolve() == (ROOT / "datasets" / "ShareGPT_V3_unfiltered_cleaned_split.json")
+    categories = p.scenarios.categories
+    if categories is not None:
+        # Where `specperf fetch-specbench datasets` puts Spec-Bench's question file.
+        assert (p.source.parent / categories.dataset).resolve() == (
+            ROOT / "datasets" / "spec_bench_question.jsonl")
+    if name.startswith("h100-"):
+        # Issue #16: every single-H100 profile carries both segmented scenarios, the
+        # context buckets up to ~32k tokens on servers whose --max-model-len holds them.
+        ctx = p.scenarios.context_length
+        assert ctx is not None and categories is not None and ctx.text == "workload"
+        longest = max(b.prompt_words for b in ctx.buckets)
+        max_len = int(ctx.serve_args[ctx.serve_args.index("--max-model-len") + 1])
+        assert 20_000 <= longest and longest * 1.5 + (ctx.max_tokens or 0) <= max_len
     assert p.sampling.temperature == 0.0, "acceptance is only repeatable at temperature 0"
     for c in p.server_configs:
         if c.is_spec:
@@ -281,7 +300,7 @@ def test_serve_args_are_vllm_arguments(name: str) -> None:
 
 def test_kinds_are_what_the_counts_assume() -> None:
     assert KINDS == ("requests", "acceptance", "tpot_gain", "latency", "throughput")
-    assert SCENARIO_KINDS == ("prefix_cache", "soak", "ramp")
+    assert SCENARIO_KINDS == ("prefix_cache", "context_length", "categories", "soak", "ramp")
 
 
 # --- sharding (what the nightly workflow's matrix relies on) ----------------------------

@@ -1,5 +1,6 @@
 """The ShareGPT loader on the committed tiny file and on bad files, and
-`specperf fetch-sharegpt` against local servers only (never the internet)."""
+`specperf fetch-sharegpt` against local servers only (never the internet); the
+category-tagged loader (Spec-Bench's shape) and `specperf fetch-specbench` likewise."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ import pytest
 from specperf.cli import main as cli_main
 from specperf.config.profile import ShareGPTWorkload, load_profile
 from specperf.engine import sharegpt_fetch as fetch
-from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest, sharegpt_prompts
+from specperf.engine import specbench_fetch
+from specperf.engine.datasets import (
+    DatasetError,
+    category_prompts,
+    load_prompts,
+    prompts_digest,
+    sharegpt_prompts,
+)
 from tests.support import REPO_ROOT, need_module
 
 ROOT = REPO_ROOT
@@ -27,6 +35,7 @@ TINY = ROOT / "datasets" / "sharegpt-tiny.json"
 def _never_the_internet(monkeypatch: pytest.MonkeyPatch) -> None:
     # Whatever a test forgets to pass, the default URL is a port that refuses.
     monkeypatch.setenv(fetch.URL_ENV, f"http://127.0.0.1:{_refusing_port()}/x.json")
+    monkeypatch.setenv(specbench_fetch.URL_ENV, f"http://127.0.0.1:{_refusing_port()}/q.jsonl")
 
 
 def _load_script():
@@ -330,4 +339,92 @@ def test_sha256_is_checked(tmp_path: Path, serve) -> None:
 def test_only_http_urls(tmp_path: Path) -> None:
     with pytest.raises(fetch.FetchError, match="only http"):
         fetch.fetch(tmp_path, f"file://{TINY}")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- category-tagged prompts and fetch-specbench -------------------------------------------
+
+#: Eight lines in the shape of Spec-Bench's data/spec_bench/question.jsonl, one per kind of
+#: category (its first line, MT-bench question 81, as published; the others written here in
+#: the same shape — this machine has no internet to record the real file from).
+SPECBENCH_SAMPLE = ROOT / "tests" / "data" / "spec_bench_question_sample.jsonl"
+CPU_CATEGORIES = ROOT / "datasets" / "cpu-categories.jsonl"
+
+
+def test_spec_bench_lines_give_their_first_turn_per_category() -> None:
+    by_category = category_prompts(SPECBENCH_SAMPLE)
+    assert list(by_category) == ["writing", "reasoning", "coding", "translation",
+                                 "summarization", "qa", "math_reasoning", "rag"]
+    assert by_category["writing"] == [
+        "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting "
+        "cultural experiences and must-see attractions."]
+
+
+def test_committed_category_file_is_the_scripts_output_and_fits_the_context() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "make_cpu_categories", ROOT / "scripts" / "make_cpu_categories.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert CPU_CATEGORIES.read_text(encoding="utf-8") == mod.render(mod.build()), (
+        f"{CPU_CATEGORIES} differs from scripts/make_cpu_categories.py's output — run the "
+        "script and commit the file")
+    by_category = category_prompts(CPU_CATEGORIES)
+    assert {c: len(p) for c, p in by_category.items()} == {
+        "qa": 8, "translation": 8, "summarization": 8, "rag": 8}
+    # Byte-level BPE never makes more tokens than bytes: every prompt and 64 output tokens
+    # fit the CPU profiles' --max-model-len 1024 whatever the tokenizer learnt.
+    assert max(len(p.encode()) for ps in by_category.values() for p in ps) + 64 <= 3 * 1024
+    assert max(len(p.split()) for p in by_category["rag"]) < 300
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ('{"category": "qa"}', "field `the line`: Value error, give the prompt as `turns`"),
+    ('{"category": "qa", "turns": []}', "field `turns`: List should have at least 1 item"),
+    ('{"category": "", "prompt": "x"}', "field `category`: String should have at least 1"),
+    ('{"category": "qa", "prompt": "  "}', "the prompt is empty"),
+    ('{"category": "qa", "turns": [3]}', "field `turns.0`: Input should be a valid string"),
+    ("not json", "Invalid JSON"),
+], ids=["no-prompt", "no-turns", "no-category", "blank", "turn-not-text", "not-json"])
+def test_a_bad_category_line_is_named_by_line_and_field(tmp_path: Path, line: str,
+                                                        says: str) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"category": "qa", "prompt": "fine"}\n\n' + line + "\n")
+    with pytest.raises(DatasetError) as err:
+        category_prompts(path)
+    msg = str(err.value)
+    assert f"{path}:3:" in msg and says in msg, msg
+
+
+def test_a_missing_category_file_names_the_field_and_the_fetch_command(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"category dataset not found — check "
+                                           r"`scenarios.categories.dataset`.*fetch-specbench"):
+        category_prompts(tmp_path / "spec_bench_question.jsonl")
+
+
+def test_fetch_specbench_downloads_the_question_file(tmp_path: Path, serve, capsys) -> None:
+    body = SPECBENCH_SAMPLE.read_bytes()
+    url = serve(body)
+    assert cli_main(["fetch-specbench", str(tmp_path / "d"), "--url", url]) == 0
+    out = tmp_path / "d" / specbench_fetch.FILENAME
+    assert out.read_bytes() == body and str(out) in capsys.readouterr().out
+    assert [p.name for p in out.parent.iterdir()] == [specbench_fetch.FILENAME]
+    assert len(category_prompts(out)) == 8  # the loader reads what was fetched
+    assert specbench_fetch.URL == ("https://raw.githubusercontent.com/hemingkx/Spec-Bench/"
+                                   "main/data/spec_bench/question.jsonl")
+
+
+def test_fetch_specbench_refuses_a_page_and_fails_offline(tmp_path: Path, serve,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys) -> None:
+    url = serve(b"<html>please log in</html>", content_type="text/html")
+    with pytest.raises(specbench_fetch.FetchError, match="not JSON Lines"):
+        specbench_fetch.fetch(tmp_path, url)
+    assert list(tmp_path.iterdir()) == []
+    refused = f"http://127.0.0.1:{_refusing_port()}/q.jsonl"
+    monkeypatch.setenv(specbench_fetch.URL_ENV, refused)
+    assert specbench_fetch.default_url() == refused
+    assert cli_main(["fetch-specbench", str(tmp_path), "--timeout", "5"]) == 1
+    err = capsys.readouterr().err
+    assert refused in err and "SPECPERF_SPECBENCH_URL" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []

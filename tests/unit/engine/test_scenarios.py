@@ -1,23 +1,38 @@
 """The scenarios' engine side without servers: the servers' profile, the prompts, and which
-prompts a re-measured attempt gets."""
+prompts a re-measured attempt gets; the segmented scenarios' rounds with a stand-in for
+the trials."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from specperf.config.profile import load_profile
-from specperf.config.scenarios import PrefixCacheScenario
+from specperf.config.scenarios import (
+    CategoriesScenario,
+    ContextBucket,
+    ContextLengthScenario,
+    PrefixCacheScenario,
+)
+from specperf.engine import scenarios
+from specperf.engine.datasets import DatasetError
 from specperf.engine.scenarios import (
+    SEGMENTED_POOL,
     ScenarioError,
     ScenarioRunner,
+    Segment,
     _RoundPrompts,
+    category_segments,
+    context_length_segments,
     prefix_cache_profile,
     prefix_cache_prompts,
+    segmented_profile,
 )
-from specperf.schemas import Case
-from tests.support import CPU_CI_PROFILE
+from specperf.schemas import Acceptance, Case
+from tests.support import CPU_CI_PROFILE, make_requests, make_trial_of
 
 
 def _profile(tmp_path: Path, extra_config: str = ""):
@@ -82,3 +97,165 @@ def test_the_cases_are_the_spec_configs_at_the_scenarios_concurrency(tmp_path: P
     runner.errors["prefix_cache"] = {"*": "the no-spec reference 'nospec' could not be measured"}
     with pytest.raises(ScenarioError, match="draft-k2-c2: prefix_cache scenario: the no-spec"):
         runner.evaluate("prefix_cache", Case(config_id="draft-k2", concurrency=2))
+
+
+# --- segmented scenarios: context length, categories ------------------------------------
+
+CONTEXT_TABLE = """
+[scenarios.context_length]
+requests = 2
+repeats = 2
+max_relative_drop = 0.3
+buckets = [{ name = "short", prompt_words = 16, min_acceptance = 0.4 },
+           { name = "long", prompt_words = 200 }]
+"""
+
+
+def _segmented_profile(tmp_path: Path, table: str = CONTEXT_TABLE):
+    path = tmp_path / "seg.toml"
+    path.write_text(CPU_CI_PROFILE.read_text() + table)
+    return load_profile(path)
+
+
+def test_context_length_prompts_are_per_bucket_of_its_length_and_deterministic() -> None:
+    spec = ContextLengthScenario(requests=3, max_relative_drop=0.2, buckets=[
+        ContextBucket(name="short", prompt_words=10), ContextBucket(name="long", prompt_words=90)])
+    short, long_ = context_length_segments(spec)
+    assert (short.name, long_.name) == ("short", "long")
+    assert [len(p.split()) for p in short.prompts] == [10, 10, 10]
+    assert [len(p.split()) for p in long_.prompts] == [90, 90, 90]
+    assert len(set(short.prompts + long_.prompts)) == 6
+    assert context_length_segments(spec) == [short, long_]
+    assert context_length_segments(spec.model_copy(update={"seed": 1}))[0] != short
+
+
+def test_category_segments_take_each_categorys_first_prompts(tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    lines = [{"question_id": i, "category": c, "turns": [f"{c} {i}", "second turn"]}
+             for i, c in enumerate(["qa", "rag", "qa", "qa", "rag"])]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    spec = CategoriesScenario(dataset=str(path), requests=2, default_min_acceptance=0.1)
+    assert category_segments(spec, path) == [Segment("qa", ["qa 0", "qa 2"]),
+                                             Segment("rag", ["rag 1", "rag 4"])]
+    only = spec.model_copy(update={"categories": ["rag"]})
+    assert category_segments(only, path) == [Segment("rag", ["rag 1", "rag 4"])]
+    with pytest.raises(DatasetError, match=r"scenarios.categories.categories names category "
+                                           r"'math', which .* does not have \(it has qa, rag\)"):
+        category_segments(spec.model_copy(update={"categories": ["math"]}), path)
+    with pytest.raises(DatasetError, match="scenarios.categories.min_acceptance names category "
+                                           "'code'"):
+        category_segments(spec.model_copy(update={"min_acceptance": {"code": 0.2}}), path)
+
+
+def test_segmented_trials_send_fewer_tokens_and_keep_the_servers(tmp_path: Path) -> None:
+    p = _segmented_profile(tmp_path, CONTEXT_TABLE.replace("repeats = 2", "max_tokens = 5"))
+    q = segmented_profile(p, p.scenarios.context_length)
+    assert q.load.requests_at(1) == 2 and q.sampling.max_tokens == 5
+    assert q.serve_args == p.serve_args and q.server_configs == p.server_configs
+
+
+@dataclass
+class _FakeServer:
+    config_id: str
+    version: str = "0.32.0"
+
+
+@dataclass
+class _FakePool:
+    started: list[str] = field(default_factory=list)
+    stopped: bool = False
+    log_dir: Path | None = None
+
+    def server_for(self, config_id: str) -> _FakeServer:
+        self.started.append(config_id)
+        return _FakeServer(config_id)
+
+    def stop_all(self) -> None:
+        self.stopped = True
+
+
+class _FakeTrials:
+    """Stands in for TrialRunner: a trial's acceptance collapses on prompts past 100 words
+    (a draft with a short context); records which server got which segment."""
+
+    calls: list[tuple[str, int, bool]] = []
+
+    def __init__(self, profile, pool, view, prompts, *args, **kwargs) -> None:
+        self.profile, self.prompts = profile, prompts
+
+    def trial(self, server, c, index, warmup):
+        prompts = self.prompts()
+        words = len(prompts[0].split())
+        type(self).calls.append((server.config_id, words, warmup))
+        n = self.profile.load.requests_at(c)
+        samples = make_requests(n, tpot_s=0.03 if server.config_id == "nospec" else 0.02)
+        acc = None if server.config_id == "nospec" else Acceptance(
+            drafts=50, draft_tokens=100, accepted_tokens=60 if words <= 100 else 5,
+            accepted_per_position=[])
+        return make_trial_of(samples, index=index, acceptance=acc)
+
+
+def test_each_segment_gets_its_own_paired_trials_and_its_own_checks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scenarios, "TrialRunner", _FakeTrials)
+    _FakeTrials.calls = []
+    p = _segmented_profile(tmp_path)
+    runner = ScenarioRunner(p, tmp_path, tmp_path, repeats=5, max_outside_cores=0.0,
+                            say=lambda _: None)
+    pool = _FakePool()
+    runner.pools[SEGMENTED_POOL] = pool  # type: ignore[assignment]
+    runner.wanted = {"context_length": {"draft-k2"}}
+    case = Case(config_id="draft-k2", concurrency=1)
+    assert case in runner.cases("context_length")
+    checks = runner.evaluate("context_length", case)
+
+    # Rounds (repeats = 2 from the table): per bucket the no-spec trial, then the spec's;
+    # each server warmed up on its first trial only.
+    assert _FakeTrials.calls == [("nospec", 16, True), ("draft-k2", 16, True),
+                                 ("nospec", 200, False), ("draft-k2", 200, False),
+                                 ("nospec", 16, False), ("draft-k2", 16, False),
+                                 ("nospec", 200, False), ("draft-k2", 200, False)]
+    assert pool.started == ["nospec", "draft-k2"] and pool.stopped
+    result = runner.results["context_length"]
+    assert [g.name for g in result.segments] == ["short", "long"]
+    short, long_ = result.segments
+    assert [len(c.trials) for c in short.cases] == [2, 2]
+    assert long_.case(case).acceptance.accepted_tokens == 10  # its own trials only
+    assert result.case(case).acceptance.accepted_tokens == 130  # all segments together
+    outcomes = {c.metric: c.outcome for c in checks}
+    assert outcomes["acceptance rate [bucket short]"] == "pass"
+    assert outcomes["acceptance vs bucket short [bucket long]"] == "fail"
+    failed = next(c for c in checks if c.outcome == "fail")
+    assert "acceptance collapses in bucket 'long'" in failed.message
+    assert {"TPOT gain [bucket short]", "TPOT gain [bucket long]"} <= set(outcomes)
+
+
+def test_a_missing_category_dataset_fails_the_scenario_naming_the_field(tmp_path: Path) -> None:
+    p = _segmented_profile(tmp_path, '\n[scenarios.categories]\ndataset = "nope.jsonl"\n'
+                                     'default_min_acceptance = 0.2\n')
+    runner = ScenarioRunner(p, tmp_path, tmp_path, repeats=1, max_outside_cores=0.0,
+                            say=lambda _: None)
+    [case, *_] = runner.cases("categories")
+    with pytest.raises(ScenarioError, match=r"categories scenario: .*nope\.jsonl: category "
+                                            r"dataset not found — check `scenarios.categories."
+                                            r"dataset`"):
+        runner.evaluate("categories", case)
+    assert SEGMENTED_POOL not in runner.pools  # no server was started for it
+
+
+def test_workload_text_cuts_each_buckets_prompts_from_the_workloads_words() -> None:
+    spec = ContextLengthScenario(text="workload", requests=2, max_relative_drop=0.2, buckets=[
+        ContextBucket(name="short", prompt_words=3), ContextBucket(name="long", prompt_words=50)])
+    words = [f"w{i}" for i in range(60)]
+    workload = [" ".join(words[:25]), " ".join(words[25:])]
+    short, long_ = context_length_segments(spec, workload)
+    assert all(len(p.split()) == 3 and set(p.split()) <= set(words) for p in short.prompts)
+    # Each prompt a run of consecutive words (wrapping at the end), no word twice.
+    assert all(len(set(p.split())) == 50 for p in long_.prompts)
+    assert len(set(short.prompts + long_.prompts)) == 4
+    with pytest.raises(DatasetError, match="bucket 'long' wants 50 words and the profile's "
+                                           "workload prompts hold 9 — a prompt would repeat"):
+        context_length_segments(spec, ["alpha beta gamma", "delta epsilon zeta eta theta iota"])
+    with pytest.raises(DatasetError, match="text = 'workload', and the profile's workload gave "
+                                           "no prompts — fix"):
+        context_length_segments(spec, [])

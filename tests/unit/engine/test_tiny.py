@@ -319,3 +319,24 @@ def test_idle_layers_make_the_same_draft_deeper(built: dict[str, Path]) -> None:
     assert "idle_layers" not in TinyDraftSpec().model_dump()
     with pytest.raises(ValueError, match="idle_layers"):
         TinyDraftSpec(kind="eagle", idle_layers=1)
+
+
+def test_a_drafts_context_limits_go_into_its_config_only() -> None:
+    """max_position_embeddings and sliding_window change the draft's config.json (and its
+    cache key), not the target's; at their defaults the key is what it was before them."""
+    t = TinyTargetSpec(layers=2, hidden=64, intermediate=128, heads=4, vocab_size=512)
+    short = TinyDraftSpec(layers=1, max_position_embeddings=128)
+    windowed = TinyDraftSpec(layers=2, sliding_window=48)
+    cfg = tiny._draft_config(t, short)
+    assert cfg["max_position_embeddings"] == 128 and "layer_types" not in cfg
+    assert tiny._draft_config(t, TinyDraftSpec())["max_position_embeddings"] == 2048
+    cfg = tiny._draft_config(t, windowed)
+    assert cfg["layer_types"] == ["sliding_attention", "sliding_attention"]
+    assert cfg["sliding_window"] == 48
+    assert TinyDraftSpec().model_dump() == TinyDraftSpec(
+        max_position_embeddings=None, sliding_window=None).model_dump()
+    assert "max_position_embeddings" not in TinyDraftSpec().model_dump()
+    assert spec_key(TinyModelsSpec(drafts={"d": short})) != spec_key(
+        TinyModelsSpec(drafts={"d": TinyDraftSpec()}))
+    with pytest.raises(ValueError, match="target's positions — fix: remove"):
+        TinyDraftSpec(kind="eagle", max_position_embeddings=128)

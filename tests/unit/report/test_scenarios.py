@@ -4,12 +4,22 @@ scenarios staying byte-identical."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from specperf.report import write_all
 from specperf.report.console import render_run
 from specperf.report.html import render_html
 from specperf.report.markdown import render_markdown
-from specperf.report.scenarios import scenario_rows, scenario_text
-from specperf.schemas import PrefixCacheCounts, RunResult, ScenarioResult
+from specperf.report.plots import plot_segment_acceptance
+from specperf.report.scenarios import scenario_rows, scenario_text, segment_rows
+from specperf.schemas import (
+    Acceptance,
+    Case,
+    PrefixCacheCounts,
+    RunResult,
+    ScenarioResult,
+    ScenarioSegment,
+)
 from tests.support import CPU_TINY_RUN, make_case, make_run
 
 
@@ -58,3 +68,50 @@ def test_a_run_without_scenarios_serialises_as_before() -> None:
     again = RunResult.model_validate_json(_scenario_run().model_dump_json())
     assert again.scenarios[0].cases[1].trials[0].prefix_cache == PrefixCacheCounts(
         queries=2176, hits=1904)
+
+
+def _segmented_run() -> RunResult:
+    segments = []
+    for name, accepted in (("short", 60), ("beyond-draft", 4)):
+        acc = Acceptance(drafts=50, draft_tokens=100, accepted_tokens=accepted,
+                         accepted_per_position=[])
+        nospec = make_case("nospec", spec=False, tpot_s=0.03)
+        draft = make_case("draft-k2", tpot_s=0.02, acceptance=acc)
+        segments.append(ScenarioSegment(name=name, cases=[nospec, draft],
+                                        paired_nospec={"draft-k2-c1": nospec}))
+    scenario = ScenarioResult(kind="context_length", segments=segments,
+                              cases=segments[0].cases, paired_nospec=segments[0].paired_nospec)
+    return make_run([], scenarios=[scenario])
+
+
+def test_a_segmented_scenario_shows_acceptance_per_bucket_everywhere() -> None:
+    run = _segmented_run()
+    [s] = run.scenarios
+    rows = segment_rows(s)
+    assert [r[:2] for r in rows] == [["nospec-c1", "short"], ["draft-k2-c1", "short"],
+                                     ["nospec-c1", "beyond-draft"],
+                                     ["draft-k2-c1", "beyond-draft"]]
+    assert rows[1][3:6] == ["0.600", "60 / 100", "2.20"] and rows[1][7] == "1.50×"
+    assert rows[3][3] == "0.040" and rows[2][3] == "—"
+    text = scenario_text(run)
+    assert text[0] == "Scenario: context length (acceptance by prompt-length bucket)"
+    assert "bucket" in text[1] and "prompt tokens (mean)" in text[1]
+    md = render_markdown(run)
+    assert "| draft-k2-c1 | beyond-draft |" in md
+    html = render_html(run, plots={}, make_plots=False)
+    assert "acceptance by prompt-length bucket" in html and "beyond-draft" in html
+    again = RunResult.model_validate_json(run.model_dump_json())
+    assert again.scenarios[0].segments[1].case(Case(config_id="draft-k2", concurrency=1)) \
+        .acceptance.accepted_tokens == 4
+    # A prefix-cache scenario has no segments and writes no key for them.
+    assert "segments" not in json.loads(_scenario_run().model_dump_json())["scenarios"][0]
+
+
+def test_the_segment_chart_is_written_and_embedded(tmp_path: Path) -> None:
+    run = _segmented_run()
+    write_all(run, tmp_path)
+    chart = tmp_path / "plots" / "scenario_acceptance_by_segment.png"
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    assert 'alt="Scenarios: acceptance per bucket and per category"' in (
+        tmp_path / "report.html").read_text()
+    assert plot_segment_acceptance(_scenario_run(), tmp_path / "none.png") is None

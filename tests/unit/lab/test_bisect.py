@@ -185,6 +185,35 @@ def test_find_change_takes_a_decided_improvement_as_a_difference(
     assert bisect.decided_changes(tmp_path / "missing.json") == []
 
 
+def test_find_change_wants_min_baseline_runs_rounds_for_a_timing_improvement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timing IMPROVEMENT from one round (one server start a side) is no difference yet
+    when the rules ask two kept runs of a timing change (the CPU profiles): the step is
+    inconclusive (so it runs again with more rounds), as such a REGRESSION would be."""
+    import subprocess
+
+    from specperf.analysis.compare import RunComparison
+    from specperf.config.rules import CompareRules
+    from specperf.lab import bisect
+
+    def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        path = _comparison(out, {"TPOT": "improvement"})
+        cmp = RunComparison.model_validate_json(path.read_text())
+        cmp.rules = CompareRules(min_baseline_runs=2)
+        path.write_text(cmp.model_dump_json())
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(bisect.subprocess, "run", run)
+    judge = bisect.ab_judge(tmp_path / "good" / "python", lambda r: tmp_path / r / "python",
+                            tmp_path, [], tmp_path, find="change")
+    one = judge("0.22.1", 1)
+    assert one.verdict == "inconclusive"
+    assert "fewer rounds than min_baseline_runs: draft-k2-c1 TPOT improvement" in one.evidence
+    assert judge("0.22.1", 2).verdict == "bad"
+
+
 def test_the_summary_says_what_was_looked_for() -> None:
     releases = ["0.31.0", "0.31.1", "0.32.0"]
     none = search(releases, Judge(releases, None), 1, 1, say=lambda m: None)

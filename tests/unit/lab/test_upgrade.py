@@ -252,6 +252,33 @@ def test_judge_candidate_that_measured_nothing_fails_too(tmp_path: Path):
                for p in out.problems)
 
 
+def test_each_round_of_the_current_is_a_kept_run(tmp_path: Path):
+    """With ``min_baseline_runs = 2`` (the CPU profiles) a timing REGRESSION needs two kept
+    baseline runs. Each round of the current side is one (its own server starts): two
+    rounds decide a slower candidate, one cannot. (The current pooled into one run, as
+    before, left every timing regression of such an A/B INCONCLUSIVE, however many rounds.)"""
+    from specperf.config.rules import CompareRules
+
+    strict = PROFILE.model_copy(update={"compare": CompareRules.model_validate(
+        {"min_baseline_runs": 2})})
+    steps = build_plan({"A": "a", "B": "b"}, group_nodeids([NODEIDS[0]], strict), strict, 2,
+                       tmp_path, [], tmp_path)
+
+    def run_of(step, tpot: float, vllm: str) -> RunResult:
+        when = T0 + timedelta(hours=step.round, minutes=1 if step.side == "B" else 0)
+        return make_run([_case("nospec", [tpot] * 3, vllm=vllm)],
+                        provenance=_prov(vllm).model_copy(update={"date": when}),
+                        run_dir=str(step.run_dir), started_at=when)
+
+    a = [run_of(s, 0.020 + 0.0001 * s.round, "0.31.0") for s in steps if s.side == "A"]
+    b = [run_of(s, 0.040, "0.32.0") for s in steps if s.side == "B"]
+    two = judge(steps, {"A": a, "B": b}, strict, tmp_path, {})
+    assert two.exit_code == 1, two.comparison.summary_line()
+    assert "2 round(s)" in (two.comparison.baseline_label or "")
+    one = judge(steps, {"A": a[:1], "B": b}, strict, tmp_path, {})
+    assert one.exit_code == 6, one.comparison.summary_line()
+
+
 def test_judge_same_cases_no_regression(tmp_path: Path):
     steps = _steps(tmp_path)
     # Two trials of 4 requests a side: enough samples (≥ 5) for a verdict, so the same

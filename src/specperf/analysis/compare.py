@@ -276,13 +276,19 @@ def _spread(values: list[float]) -> float | None:
 
 def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
             statistic: Literal["median", "mean"], n_baseline: int, n_current: int,
-            tolerance: float, why: str, advice: str) -> Comparison:
+            tolerance: float, why: str, advice: str, spread: float = 0.0) -> Comparison:
     """The budget rule (docs/statistics.md): a point comparison without an interval.
 
     One-sided, like the interval rule: worse by more than ``tolerance`` (never less than
     the rule's minimum effect): REGRESSION; worse by more than the minimum effect but
     within the budget: INCONCLUSIVE; otherwise UNCHANGED (better by more than the budget:
     IMPROVEMENT).
+
+    ``spread``: how far one more run may land from the kept runs by their own spread
+    (already added to ``tolerance``). It counts for a PASS too: UNCHANGED only when the
+    change, worsened by it, still clears the minimum effect — a point inside the minimum
+    effect says nothing when the runs themselves spread wider (measured: a 21 % drop read
+    PASS against two kept runs 106 % apart by Student's t, docs/validation.md).
     """
     m = rule.min_effect
     tolerance = max(tolerance, m)
@@ -310,9 +316,15 @@ def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
         elif -worse_by > tolerance:
             verdict = Verdict.IMPROVEMENT
             tail = "beyond it, for the better"
+        elif worse_by + spread > m:
+            verdict = Verdict.INCONCLUSIVE
+            tail = (f"within the {m * 100:g} % minimum effect, but the kept runs spread "
+                    f"±{spread * 100:.1f} %, which could hide a change beyond it; "
+                    "more kept runs narrow that")
         else:
             verdict = Verdict.UNCHANGED
-            tail = f"clear of the {m * 100:g} % minimum effect"
+            tail = f"clear of the {m * 100:g} % minimum effect" + (
+                f" by more than the kept runs' ±{spread * 100:.1f} % spread" if spread else "")
         reason = f"{rule.name} {statistic} {moved}; {how}, {tail}"
     return Comparison(
         metric=rule.name,
@@ -347,7 +359,7 @@ def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: Metric
         cur.output_throughput
     nb, nc = sum(len(run.trials) for run in runs), len(cur.trials)
     tolerance = rules.budget("output_throughput")
-    widened = ""
+    widened, extra = "", 0.0
     means = [math.log(float(np.mean(run))) for run in values if np.mean(run) > 0]
     if len(means) > 1:
         spread = float(np.std(means, ddof=1))
@@ -361,7 +373,7 @@ def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: Metric
         tolerance=tolerance,
         why=(f"{len(base.trials)} baseline and {nc} current trial{'s' if nc != 1 else ''} per "
              f"run, fewer than {rules.min_trials}{widened}"),
-        advice=f"record ≥ {rules.min_trials} trials (--perf-repeats) to tell",
+        advice=f"record ≥ {rules.min_trials} trials (--perf-repeats) to tell", spread=extra,
     )
 
 

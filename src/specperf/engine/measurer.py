@@ -303,7 +303,8 @@ class CaseMeasurer:
                              earlier=ctx.earlier(base) if base is not None else (),
                              paired=paired, base_paired=ctx.paired(cur.case),
                              gain_floor=floor,
-                             earlier_paired=ctx.earlier_paired(base) if base is not None else ())
+                             earlier_paired=ctx.earlier_paired(base) if base is not None else (),
+                             spreads=ctx.spreads(self.profile.compare))
 
     def _failed(self, run: _ConfigRun, exc: Exception) -> MeasureError:
         current = run.current

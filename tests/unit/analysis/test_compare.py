@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -19,6 +20,7 @@ from specperf.analysis.compare import (
     flagged_metrics,
     inconclusive_metrics,
 )
+from specperf.analysis.spread import kept_spreads
 from specperf.analysis.stats import Direction, Verdict
 from specperf.config.profile import load_profile
 from specperf.config.rules import CompareRules
@@ -620,3 +622,103 @@ def test_throughput_budget_passes_only_clear_of_the_kept_runs_spread() -> None:
     v, why = verdict(close)
     assert v is Verdict.UNCHANGED, why
     assert "by more than the kept runs'" in why
+
+
+# ------------------------------------------------------------- the spread pooled over cases
+
+_TEN = tuple(SynthConfig(f"cfg{i}", f"config {i}") for i in range(10))
+
+
+def _two_kept_runs(target: tuple[float, float] | None, *, seed: int = 70
+                   ) -> tuple[RunResult, RunResult]:
+    """Two kept runs (the older, then the baseline) of ten configs with one trial each,
+    every config's server start moved by its own ~8 % offset. ``target``: cfg0's two
+    offsets; None: cfg0 measured identically in both (two runs that agree by chance)."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(2):
+        run = synthetic_run(configs=_TEN, concurrencies=(1,), trials=1, requests=8,
+                            seed=seed + i)
+        for cfg in _TEN:
+            off = float(np.exp(rng.normal(0.0, 0.08)))
+            if cfg.id == "cfg0":
+                off = target[i] if target is not None else 1.0
+            run = scale_latency(run, off, cases=[cfg.id])  # type: ignore[assignment]
+        prov = run.provenance.model_copy(update={"date": run.provenance.date.replace(day=1 + i)})
+        runs.append(run.model_copy(update={"provenance": prov}))
+    older, base = runs
+    if target is None:
+        same = base.case(older.cases[0].case)
+        older = older.model_copy(update={"cases": [same, *older.cases[1:]]})
+    return older, base
+
+
+def _tpot(cmp: RunComparison, case_id: str = "cfg0-c1"):  # type: ignore[no-untyped-def]
+    cc = next(cc for cc in cmp.cases if cc.case.id == case_id)
+    return cc, next(m for m in cc.comparisons if m.metric == "TPOT")
+
+
+def test_two_kept_runs_that_agree_by_chance_borrow_the_other_cases_spread() -> None:
+    # Measured on cpu-tiny (docs/validation.md, #13): a no-spec server 0.1 % apart in its
+    # two kept runs had a spread of 0, so one slow start FAILed a quiet run. Pooled, its
+    # interval carries the ~8 % start offset the other cases show.
+    older, base = _two_kept_runs(None)
+    cur = scale_latency(synthetic_run(configs=_TEN, concurrencies=(1,), trials=1,
+                                      requests=8, seed=90), 1.2, cases=["cfg0"])
+    alone = compare_cases(base.case(cur.cases[0].case), cur.cases[0], CompareRules(),
+                          earlier=[older.cases[0]])
+    assert next(m for m in alone.comparisons if m.metric == "TPOT").verdict is Verdict.REGRESSION
+    assert alone.details["TPOT"].between_run_spread == 0
+    cc, tpot = _tpot(compare_runs(cur, base, history=[older]))
+    assert tpot.verdict is Verdict.INCONCLUSIVE
+    detail = cc.details["TPOT"]
+    assert detail.between_run_cases == 10 and (detail.between_run_df or 0) > 5
+    assert 0.04 < (detail.between_run_spread or 0) < 0.16
+    assert "moderated by 10 cases' kept runs" in tpot.reason
+
+
+def test_a_pooled_spread_narrows_what_one_degree_of_freedom_cannot_tell() -> None:
+    # Two kept runs 7 % apart: alone, Student's t with 1 degree of freedom (12.7) makes
+    # the interval useless; with the other cases' runs it is t with ~10.
+    older, base = _two_kept_runs((1.0, 1.07))
+    cur = scale_latency(synthetic_run(configs=_TEN, concurrencies=(1,), trials=1,
+                                      requests=8, seed=91), 1.6, cases=["cfg0"])
+    alone = compare_cases(base.case(cur.cases[0].case), cur.cases[0], CompareRules(),
+                          earlier=[older.cases[0]])
+    own = next(m for m in alone.comparisons if m.metric == "TPOT")
+    cc, pooled = _tpot(compare_runs(cur, base, history=[older]))
+    assert cc.details["TPOT"].between_run_cases == 10
+    assert math.log(pooled.ci_high / pooled.ci_low) < 0.5 * math.log(own.ci_high / own.ci_low)
+    assert own.verdict is Verdict.INCONCLUSIVE and pooled.verdict is Verdict.REGRESSION
+
+
+def test_a_case_noisier_than_the_others_stays_the_noisiest() -> None:
+    # Its two starts 90 % apart, the others' ~8 %: moderation pulls its one-degree-of-
+    # freedom estimate towards theirs, never below them.
+    older, base = _two_kept_runs((1.0, 1.9))
+    cur = synthetic_run(configs=_TEN, concurrencies=(1,), trials=1, requests=8, seed=92)
+    cmp = compare_runs(cur, base, history=[older])
+    cc, _ = _tpot(cmp)
+    alone = compare_cases(base.case(cur.cases[0].case), cur.cases[0], CompareRules(),
+                          earlier=[older.cases[0]])
+    own = alone.details["TPOT"].between_run_spread or 0
+    moderated = cc.details["TPOT"].between_run_spread or 0
+    others = [c.details["TPOT"].between_run_spread or 0 for c in cmp.cases if c is not cc]
+    assert max(others) < moderated < own
+
+
+def test_the_spread_comes_from_the_baseline_alone_so_a_shard_is_judged_alike() -> None:
+    older, base = _two_kept_runs((1.0, 1.05))
+    cur = scale_latency(synthetic_run(configs=_TEN, concurrencies=(1,), trials=1,
+                                      requests=8, seed=93), 1.3, cases=["cfg0"])
+    shard = cur.model_copy(update={"cases": cur.cases[:1], "paired_nospec": {}})
+    whole, part = (_tpot(compare_runs(r, base, history=[older]))[1] for r in (cur, shard))
+    assert (whole.verdict, whole.ci_low, whole.ci_high) == (part.verdict, part.ci_low,
+                                                            part.ci_high)
+    # What the run judging as it goes passes (engine.baseline_context → compare_cases).
+    spreads = kept_spreads(base, [older], CompareRules())
+    going = compare_cases(base.case(cur.cases[0].case), cur.cases[0], CompareRules(),
+                          earlier=earlier_runs(base.cases[0], base, [older]), spreads=spreads)
+    tpot = next(m for m in going.comparisons if m.metric == "TPOT")
+    assert (tpot.verdict, tpot.ci_low, tpot.ci_high) == (whole.verdict, whole.ci_low,
+                                                         whole.ci_high)

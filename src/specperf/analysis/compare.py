@@ -141,8 +141,8 @@ class MetricDetail(_Model):
         None, description="the degrees of freedom between_run_spread was estimated with "
                           "(Student's t of the widening)")
     between_run_cases: int | None = Field(
-        None, description="how many cases' kept runs between_run_spread was pooled over "
-                          "(analysis.spread); 1: this case's own")
+        None, description="how many cases' kept runs moderated between_run_spread "
+                          "(analysis.spread); 1: this case's own alone")
     detectable: float | None = Field(
         None, description="relative shift these samples catch with 90 % power at the "
                           "rules' alpha (sample_size.detectable_shift); None without trials")
@@ -357,7 +357,7 @@ def _throughput_budget(runs: Sequence[CaseResult], cur: CaseResult, rule: Metric
     """Throughput with too few trials for a test (or a baseline with none): the mean of the
     kept runs' trials against the budget, widened by how far one more run's mean may land
     from theirs (Student's t: the prediction of one more run), with the spread of a run's
-    mean pooled over the baseline's cases (:mod:`specperf.analysis.spread`)."""
+    mean moderated by the baseline's other cases (:mod:`specperf.analysis.spread`)."""
     base = runs[0]
     values = [[t.output_throughput for t in run.trials] or [run.output_throughput]
               for run in runs]
@@ -431,7 +431,7 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
     pooled with the baseline's, and the spread of the runs' centres beyond their trial
     noise (:func:`specperf.analysis.stats.between_run_spread`) widens the interval: a server
     restart shifts every trial of a run together, which one run's trials cannot show.
-    ``spreads``: that spread pooled over every case of the baseline
+    ``spreads``: that spread moderated by the baseline's other cases
     (:func:`specperf.analysis.spread.kept_spreads`, what :func:`compare_runs` passes);
     without it, each case's own kept runs estimate it.
 

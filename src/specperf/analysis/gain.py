@@ -126,7 +126,7 @@ def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult
     relative values join the baseline's and the spread of the runs' centres widens the
     interval (stats.compare_samples' between-run term): drift cancels within a run, but
     each run's spec server start has its own offset, which one run cannot show.
-    ``spreads``: that spread pooled over the baseline's cases
+    ``spreads``: that spread moderated by the baseline's other cases
     (:mod:`specperf.analysis.spread`); without it, the case's own kept runs'."""
     rule = rules.rule("tpot")
     runs = [(base_spec, base_nospec), *earlier][: rules.baseline_runs]

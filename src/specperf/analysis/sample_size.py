@@ -124,8 +124,8 @@ def detectable_shift(cv_base: float, n_base: int, cv_curr: float, n_curr: int, *
     approximation of :func:`min_detectable_effect` with unequal sides, plus the
     between-run spread (log scale) of the current run and of the mean of
     ``baseline_runs`` baseline runs, which no number of trials in one run removes.
-    ``spread_df``: its degrees of freedom when not ``baseline_runs - 1`` (pooled over
-    cases: :mod:`specperf.analysis.spread`)."""
+    ``spread_df``: its degrees of freedom when not ``baseline_runs - 1`` (moderated by
+    other cases: :mod:`specperf.analysis.spread`)."""
     if min(n_base, n_curr) < 1 or baseline_runs < 1:
         raise ValueError("n_base, n_curr and baseline_runs must be >= 1")
     within = (cv_base**2 / n_base + cv_curr**2 / n_curr) / MANN_WHITNEY_ARE
@@ -198,7 +198,7 @@ def simulated_power(
     the ``baseline_runs`` baseline runs (``n_baseline`` trials each, default ``n``) and the
     current run get their own log-normal offset, and the gate is told that spread, as
     :func:`specperf.analysis.compare.compare_cases` does from a baseline's kept runs
-    (``spread_df``: its degrees of freedom when pooled over cases).
+    (``spread_df``: its degrees of freedom when moderated by other cases).
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")

@@ -70,10 +70,10 @@ def spread_args(spread: Spread | None, baseline_runs: int) -> dict[str, float | 
     its interval by ``spread`` (the case's own: Student's t on its kept runs less one)."""
     if spread is None:
         return {"between_run_sd": 0.0, "baseline_runs": baseline_runs}
-    pooled = spread.cases > 1
+    moderated = spread.cases > 1
     return {"between_run_sd": spread.sd, "baseline_runs": baseline_runs,
-            "spread_df": spread.df if pooled else None,
-            "spread_cases": spread.cases if pooled else None}
+            "spread_df": spread.df if moderated else None,
+            "spread_cases": spread.cases if moderated else None}
 
 
 def _statistic(rules: CompareRules, key: str, kind: SampleKind) -> Literal["median", "mean"]:

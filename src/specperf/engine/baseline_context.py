@@ -113,7 +113,7 @@ class BaselineContext:
         return earlier_runs(base, self.baseline, self.history)
 
     def spreads(self, rules: CompareRules) -> KeptSpreads:
-        """Each metric's server-start spread pooled over the baseline's cases — what the
+        """Each case's server-start spread moderated by the baseline's other cases — what the
         run's final comparison computes from the same files, so a case is judged alike as
         it goes and at the end. Computed once."""
         # Here: it loads scipy, which only a run that judges as it goes needs.

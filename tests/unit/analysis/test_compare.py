@@ -677,7 +677,7 @@ def test_two_kept_runs_that_agree_by_chance_borrow_the_other_cases_spread() -> N
     assert "moderated by 10 cases' kept runs" in tpot.reason
 
 
-def test_a_pooled_spread_narrows_what_one_degree_of_freedom_cannot_tell() -> None:
+def test_a_moderated_spread_narrows_what_one_degree_of_freedom_cannot_tell() -> None:
     # Two kept runs 7 % apart: alone, Student's t with 1 degree of freedom (12.7) makes
     # the interval useless; with the other cases' runs it is t with ~10.
     older, base = _two_kept_runs((1.0, 1.07))

@@ -344,19 +344,14 @@ def pooled_between_run_spread(groups: Iterable[Iterable[Iterable[float]]], *,
     run): each group's centres vary around that group's own mean, and the variances pool
     with their degrees of freedom, ``sum(n_g - 1)``. Returns (spread, degrees of freedom),
     or ``None`` when no group has 2 runs with 2 positive values."""
-    centre = np.median if statistic == "median" else np.mean
-    factor = math.pi / 2.0 if statistic == "median" else 1.0
     squares, df, sampling = 0.0, 0, []
     for runs in groups:
         centres = []
         for run in runs:
-            values = np.asarray(list(run), dtype=np.float64).ravel()
-            values = values[np.isfinite(values) & (values > 0)]
-            if values.size < 2:
-                continue
-            logs = np.log(values)
-            centres.append(float(centre(logs)))
-            sampling.append(factor * float(np.var(logs, ddof=1)) / values.size)
+            found = _run_centre(run, statistic, subtract_sampling=True)
+            if found is not None:
+                centres.append(found[0])
+                sampling.append(found[1])
         if len(centres) >= 2:
             squares += float(np.var(centres, ddof=1)) * (len(centres) - 1)
             df += len(centres) - 1
@@ -386,22 +381,10 @@ def moderated_spreads(cases: Sequence[Sequence[Iterable[float]]], *,
     many cases count as one. With ``subtract_sampling`` the centres' own sampling
     variance (as in :func:`between_run_spread`) is taken off afterwards, floored at 0.
     One case alone: its own estimate, :func:`between_run_spread` on ``runs - 1``."""
-    centre = np.median if statistic == "median" else np.mean
-    factor = math.pi / 2.0 if statistic == "median" else 1.0
     rows: list[list[tuple[float, float]] | None] = []
     for runs in cases:
-        row = []
-        for run in runs:
-            values = np.asarray(list(run), dtype=np.float64).ravel()
-            values = values[np.isfinite(values) & (values > 0)]
-            if values.size < (2 if subtract_sampling else 1):
-                continue
-            if subtract_sampling:
-                logs = np.log(values)
-                row.append((float(centre(logs)),
-                            factor * float(np.var(logs, ddof=1)) / values.size))
-            else:
-                row.append((math.log(float(centre(values))), 0.0))
+        row = [c for run in runs
+               if (c := _run_centre(run, statistic, subtract_sampling)) is not None]
         rows.append(row if len(row) >= 2 else None)
     own = [(float(np.var([c for c, _ in row], ddof=1)), len(row) - 1,
             float(np.mean([v for _, v in row]))) if row else None for row in rows]
@@ -420,6 +403,24 @@ def moderated_spreads(cases: Sequence[Sequence[Iterable[float]]], *,
             net, df = (d0 * s0 + d * gross) / (d0 + d) - sampling, d0 + d
         out.append((math.sqrt(net) if net > 0 else 0.0, df))
     return out, prior is not None
+
+
+def _run_centre(run: Iterable[float], statistic: Literal["median", "mean"],
+                subtract_sampling: bool) -> tuple[float, float] | None:
+    """One run's centre on the log scale and its sampling variance (``s^2 / n`` for a
+    mean, about ``pi/2 * s^2 / n`` for a median), from its positive finite values; None
+    with fewer than 2 of them (1 without ``subtract_sampling``: then the log of the
+    centre, sampling variance 0)."""
+    values = np.asarray(list(run), dtype=np.float64).ravel()
+    values = values[np.isfinite(values) & (values > 0)]
+    centre = np.median if statistic == "median" else np.mean
+    if not subtract_sampling:
+        return (math.log(float(centre(values))), 0.0) if values.size else None
+    if values.size < 2:
+        return None
+    logs = np.log(values)
+    factor = math.pi / 2.0 if statistic == "median" else 1.0
+    return float(centre(logs)), factor * float(np.var(logs, ddof=1)) / values.size
 
 
 def _variance_prior(own: list[tuple[float, int, float]], cap: float | None

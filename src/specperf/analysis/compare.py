@@ -537,7 +537,8 @@ def _against_baseline(out: CaseComparison, add: Callable[[Comparison, MetricDeta
             baseline_runs=len(runs), current_server_starts=len(starts),
             between_run_spread=between, **_spread_source(spread),
             note=(f"per-request samples (fewer than {rules.min_trials} trials per side): the "
-                  "interval understates run-to-run drift")))
+                  + ("interval is widened by the kept runs' spread between server starts"
+                     if between else "interval understates run-to-run drift"))))
 
     rule = rules.rule("output_throughput")
     if rule.enabled:

@@ -28,6 +28,7 @@ from rich.console import Console
 
 from specperf.analysis.reference import Reference, choose_reference
 from specperf.config import settings
+from specperf.config.profile import ProfileError, load_profile
 from specperf.schemas import Baseline, CompareRules, RunResult
 from specperf.store.baselines import history_dir, load_history
 from specperf.store.files import BaselineError, atomic_write_text, load_result, one_line
@@ -35,10 +36,10 @@ from specperf.store.kept_runs import read_kept_runs
 
 __all__ = [
     "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "BadInput",
-    "add_history", "add_json", "add_json_out", "add_kept_runs", "add_verbose", "add_width",
-    "check_outputs", "exits_2_on_bad_input", "history", "history_files", "json_out_path", "load",
-    "one_line", "reference", "same_file", "step_summary_output", "stdout_console", "wants_json",
-    "write_output",
+    "add_history", "add_json", "add_json_out", "add_kept_runs", "add_rules_profile",
+    "add_verbose", "add_width", "check_outputs", "exits_2_on_bad_input", "history",
+    "history_files", "json_out_path", "load", "one_line", "reference", "rules", "same_file",
+    "step_summary_output", "stdout_console", "wants_json", "write_output",
 ]
 
 EXIT_OK = 0
@@ -92,6 +93,26 @@ def add_history(p: argparse.ArgumentParser) -> None:
                         "history/<name>/*.json beside it)")
     p.add_argument("--no-history", action="store_true",
                    help="use the baseline file alone, without its kept history")
+
+
+def add_rules_profile(p: argparse.ArgumentParser) -> None:
+    """``--profile``: whose ``[compare]`` table (minimum effects, α, trials) to plan by."""
+    p.add_argument("--profile", metavar="NAME_OR_PATH", default=None,
+                   help="the profile whose [compare] table the figures are for (default: the "
+                        "rules a run file recorded; a baseline records none, so the defaults)")
+
+
+def rules(args: argparse.Namespace, result: RunResult | Baseline) -> CompareRules:
+    """The comparison rules a command plans by: ``--profile``'s ``[compare]`` table, else
+    the rules a run file recorded (a baseline records none), else the defaults -- the same
+    table the suite judges that profile's runs by."""
+    if args.profile is not None:
+        try:
+            return load_profile(args.profile).compare
+        except ProfileError as exc:
+            raise BadInput(one_line(str(exc))) from None
+    recorded = result.compare_rules if isinstance(result, RunResult) else None
+    return recorded or CompareRules()
 
 
 def add_kept_runs(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """``specperf power``: how many trials a baseline needs to catch a given effect.
 
     specperf power --baseline FILE --effect 0.05 [--alpha 0.01] [--power 0.9] [--json]
-                   [--repeats N] [--history FILE ... | --no-history]
+                   [--repeats N] [--profile P] [--history FILE ... | --no-history]
 
 Per case and metric (TTFT median, TPOT median, output throughput) of a baseline (or a run
 file): the observed CV, the trials per side that catch ``--effect`` with ``--power`` at
@@ -9,7 +9,9 @@ the false-alarm rate ``--alpha``, the smallest effect the baseline's current rep
 catch, and the simulated power of the real verdict rule at that many trials
 (specperf.analysis.power). The baseline's kept runs (its history) are pooled as the gate pools
 them, and the spread between them -- the noise of a server restart, which no number of
-trials in one run removes -- is part of every figure. Exit codes: 0 printed; 2 bad
+trials in one run removes -- is part of every figure. The minimum effects, confidence and
+trials the figures plan by are ``--profile``'s ``[compare]`` table (a baseline file records
+none; a run file records its own), else the defaults. Exit codes: 0 printed; 2 bad
 input (one line naming the file).
 """
 
@@ -23,7 +25,7 @@ from rich.table import Table
 
 from specperf.analysis.power import power_report
 from specperf.cli import options
-from specperf.config.rules import default_metric_rules
+from specperf.schemas import Baseline, CompareRules, RunResult
 
 __all__ = ["add_parser", "run"]
 
@@ -47,6 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=None, metavar="N",
                    help="trials the next run will have (default: the baseline's own): "
                         "'catches ≥' and the simulated power are for N")
+    options.add_rules_profile(p)
     options.add_history(p)
     options.add_json(p, "the PowerReport")
     return p
@@ -56,18 +59,28 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v * 100:.1f} %"
 
 
-def _default_min_effects() -> str:
-    rules = default_metric_rules()
+def _min_effects(rules: CompareRules) -> str:
     shown = (("ttft", "TTFT"), ("tpot", "TPOT"), ("output_throughput", "throughput"))
-    return ", ".join(f"{label} {rules[key].min_effect * 100:g} %" for key, label in shown)
+    return ", ".join(f"{label} {(rules.rule(key).min_effect or 0) * 100:g} %"  # type: ignore[arg-type]
+                     for key, label in shown)
+
+
+def _rules_source(args: argparse.Namespace, result: RunResult | Baseline) -> str:
+    if args.profile is not None:
+        return f"{args.profile}'s [compare]"
+    if isinstance(result, RunResult) and result.compare_rules is not None:
+        return "the rules the run recorded"
+    return "the defaults; --profile P for a profile's"
 
 
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     result = options.load(args.baseline)
     history = options.history(args, args.baseline)
+    rules = options.rules(args, result)
     try:
         report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
+                              rules=rules,
                               simulate=args.sim_trials > 0, sim_trials=max(args.sim_trials, 1),
                               source=str(args.baseline), history=history,
                               repeats=args.repeats)
@@ -101,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         "needed: required_trials (normal approximation / Mann-Whitney efficiency); simulated "
         f"power: the real verdict rule at max(needed, {report.min_trials}) per side against "
-        f"the metric's minimum effect ({_default_min_effects()}).",
+        f"the metric's minimum effect ({_min_effects(rules)}: {_rules_source(args, result)}).",
         highlight=False,
     )
     for note in dict.fromkeys(notes):

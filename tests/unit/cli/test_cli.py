@@ -281,6 +281,25 @@ def test_json_prints_json_on_stdout_for_every_command(capsys: pytest.CaptureFixt
     json.loads(out)
 
 
+def test_power_plans_by_the_profile_given_not_the_defaults(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # A baseline file records no [compare] table: without --profile, power plans by the
+    # defaults and says so; with it, by the profile's minimum effects (cpu-tiny: TPOT 15 %).
+    real = load_result(REAL_RUN)
+    base = tmp_path / "base.json"
+    base.write_text(Baseline(provenance=real.provenance, cases=real.cases).model_dump_json())
+    argv = ["power", "--baseline", str(base), "--effect", "0.1", "--sim-trials", "0",
+            "--no-history"]
+    rc, out, _ = run_cli(capsys, *argv)
+    out = " ".join(out.split())  # the table's console may wrap the line anywhere
+    assert rc == 0 and "TPOT 5 %" in out and "the defaults; --profile P" in out
+    profile = Path(__file__).parents[3] / "perf_tests" / "profiles" / "cpu-tiny.toml"
+    rc, out, _ = run_cli(capsys, *argv, "--profile", str(profile))
+    assert rc == 0 and "TTFT 35 %, TPOT 15 %, throughput 25 %" in " ".join(out.split())
+    rc, _, err = run_cli(capsys, *argv, "--profile", str(tmp_path / "none.toml"))
+    assert rc == 2 and err.count("\n") == 1 and "none.toml" in err
+
+
 # --------------------------------------------------------------------------- the command list
 
 

@@ -133,3 +133,15 @@ def test_server_dies_with_its_parent(tmp_path: Path) -> None:
             break
         time.sleep(0.1)
     assert not _alive(child)
+
+
+def test_engine_cpus_leave_the_lowest_cpu_to_the_api_server_and_client() -> None:
+    assert server.engine_cpus({0, 1}) == [1]
+    assert server.engine_cpus({7, 4, 5}) == [5, 7]  # a cpuset need not start at 0
+    assert server.engine_cpus({3}) == [3]  # one CPU: the engine keeps it
+    # The profile's placeholders are filled from this process's own affinity.
+    mine = server.engine_cpus()
+    env = server.expand_env({"OMP_NUM_THREADS": "{engine_threads}",
+                             "KMP_AFFINITY": "granularity=fine,explicit,proclist=[{engine_cpus}]"})
+    assert env["OMP_NUM_THREADS"] == str(len(mine)) and len(mine) >= 1
+    assert env["KMP_AFFINITY"] == f"granularity=fine,explicit,proclist=[{','.join(map(str, mine))}]"

@@ -182,7 +182,8 @@ def engine_cpus(allowed: set[int] | None = None) -> list[int]:
     those cores with the API server, the client and the other server's idle threads, and
     each start lands differently -- on a quiet 2-core VM a config's TPOT moved 17-19 %
     (SD) from one start to the next; bound to the second core with the first left to the
-    rest, 4-6 % (docs/validation.md, "Engine threads bound to their own cores"). This is
+    rest, 4-6 % (at c=1, four starts each; over all of cpu-tiny's cases a start still moves
+    TPOT 9 %: docs/validation.md, "Engine threads bound to their own cores"). This is
     what vLLM's own CPU worker does when it binds threads (VLLM_CPU_OMP_THREADS_BIND=auto
     reserves one core per rank), which its single-process engine does not. A machine with
     one CPU keeps it."""

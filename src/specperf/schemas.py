@@ -789,3 +789,10 @@ class Baseline(_Model):
 
     def case(self, case: Case) -> CaseResult | None:
         return next((c for c in self.cases if c.case == case), None)
+
+
+def recorded_rules(result: RunResult | Baseline) -> CompareRules:
+    """The comparison rules ``result`` was judged with -- its profile's ``[compare]`` table,
+    which a run file records -- else the defaults (a baseline, or an older run, records
+    none)."""
+    return (result.compare_rules if isinstance(result, RunResult) else None) or CompareRules()

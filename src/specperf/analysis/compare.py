@@ -80,6 +80,7 @@ from specperf.schemas import (
     RunResult,
     Summary,
     Unknowable,
+    recorded_rules,
 )
 
 __all__ = [
@@ -805,7 +806,7 @@ def compare_runs(
     the run itself did; a file without them (a baseline, an older run) gets the defaults.
     """
     if rules is None:
-        rules = (run.compare_rules if isinstance(run, RunResult) else None) or CompareRules()
+        rules = recorded_rules(run)
     rp, bp = run.provenance, baseline.provenance
     refusals = _provenance_refusals(rp, bp)
     notes = _provenance_notes(rp, bp)

@@ -26,7 +26,7 @@ from specperf.analysis.sample_size import (
 from specperf.analysis.samples import earlier_runs, per_request, per_trial
 from specperf.analysis.spread import KeptSpreads, kept_spreads, own_spread
 from specperf.config.rules import CompareRules
-from specperf.schemas import Baseline, CaseResult, RunResult
+from specperf.schemas import Baseline, CaseResult, RunResult, recorded_rules
 
 __all__ = [
     "MIN_TRIALS_FOR_CV",
@@ -191,8 +191,7 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
     if not 0 < effect < 10:
         raise ValueError(f"effect is relative (0.05 = 5 %), got {effect}")
     # A run judged by its profile's [compare] table is planned by it too.
-    rules = rules or (result.compare_rules if isinstance(result, RunResult) else None) \
-        or CompareRules()
+    rules = rules or recorded_rules(result)
     cases = []
     spreads = kept_spreads(result, history, rules)
     for case in result.cases:
@@ -238,8 +237,7 @@ def repeats_line(result: Baseline | RunResult, rules: CompareRules | None = None
     """One sentence for a report: the smallest shift per metric this run's repeats catch
     against a run like it (90 % power), across its cases, beside the minimum effects --
     and a plain warning when they cannot see them. ``None`` without 3 trials a case."""
-    rules = rules or (result.compare_rules if isinstance(result, RunResult) else None) \
-        or CompareRules()
+    rules = rules or recorded_rules(result)
     report = power_report(result, rules.rule("tpot").min_effect or 0.05, alpha=alpha,
                           power=power, rules=rules, simulate=False)
     parts, blind = [], []

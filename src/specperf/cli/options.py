@@ -29,7 +29,7 @@ from rich.console import Console
 from specperf.analysis.reference import Reference, choose_reference
 from specperf.config import settings
 from specperf.config.profile import ProfileError, load_profile
-from specperf.schemas import Baseline, CompareRules, RunResult
+from specperf.schemas import Baseline, CompareRules, RunResult, recorded_rules
 from specperf.store.baselines import history_dir, load_history
 from specperf.store.files import BaselineError, atomic_write_text, load_result, one_line
 from specperf.store.kept_runs import read_kept_runs
@@ -102,17 +102,18 @@ def add_rules_profile(p: argparse.ArgumentParser) -> None:
                         "rules a run file recorded; a baseline records none, so the defaults)")
 
 
-def rules(args: argparse.Namespace, result: RunResult | Baseline) -> CompareRules:
-    """The comparison rules a command plans by: ``--profile``'s ``[compare]`` table, else
-    the rules a run file recorded (a baseline records none), else the defaults -- the same
-    table the suite judges that profile's runs by."""
+def rules(args: argparse.Namespace, result: RunResult | Baseline) -> tuple[CompareRules, str]:
+    """The comparison rules a command plans by, and where they came from: ``--profile``'s
+    ``[compare]`` table, else the rules a run file recorded (a baseline records none), else
+    the defaults -- the same table the suite judges that profile's runs by."""
     if args.profile is not None:
         try:
-            return load_profile(args.profile).compare
+            return load_profile(args.profile).compare, f"{args.profile}'s [compare]"
         except ProfileError as exc:
             raise BadInput(one_line(str(exc))) from None
-    recorded = result.compare_rules if isinstance(result, RunResult) else None
-    return recorded or CompareRules()
+    if isinstance(result, RunResult) and result.compare_rules is not None:
+        return result.compare_rules, "the rules the run recorded"
+    return recorded_rules(result), "the defaults; --profile P for a profile's"
 
 
 def add_kept_runs(p: argparse.ArgumentParser) -> None:
@@ -202,7 +203,7 @@ def reference(args: argparse.Namespace, run: RunResult | Baseline,
     """What ``run`` is judged against: the baseline and its history, or with ``--kept-runs``
     the kept runs of that directory as well (a bad file there is skipped with a line on
     stderr naming it: it costs its own pooling only)."""
-    rules = (run.compare_rules if isinstance(run, RunResult) else None) or CompareRules()
+    rules = recorded_rules(run)
     if not getattr(args, "kept_runs", None):
         if base is None:
             raise BadInput("give a BASELINE file, or --kept-runs DIR")

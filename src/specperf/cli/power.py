@@ -25,7 +25,7 @@ from rich.table import Table
 
 from specperf.analysis.power import power_report
 from specperf.cli import options
-from specperf.schemas import Baseline, CompareRules, RunResult
+from specperf.schemas import CompareRules
 
 __all__ = ["add_parser", "run"]
 
@@ -65,19 +65,11 @@ def _min_effects(rules: CompareRules) -> str:
                      for key, label in shown)
 
 
-def _rules_source(args: argparse.Namespace, result: RunResult | Baseline) -> str:
-    if args.profile is not None:
-        return f"{args.profile}'s [compare]"
-    if isinstance(result, RunResult) and result.compare_rules is not None:
-        return "the rules the run recorded"
-    return "the defaults; --profile P for a profile's"
-
-
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     result = options.load(args.baseline)
     history = options.history(args, args.baseline)
-    rules = options.rules(args, result)
+    rules, rules_source = options.rules(args, result)
     try:
         report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
                               rules=rules,
@@ -114,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         "needed: required_trials (normal approximation / Mann-Whitney efficiency); simulated "
         f"power: the real verdict rule at max(needed, {report.min_trials}) per side against "
-        f"the metric's minimum effect ({_min_effects(rules)}: {_rules_source(args, result)}).",
+        f"the metric's minimum effect ({_min_effects(rules)}: {rules_source}).",
         highlight=False,
     )
     for note in dict.fromkeys(notes):

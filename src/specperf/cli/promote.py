@@ -14,7 +14,7 @@ from typing import Any
 from specperf.analysis.reference import Labelled, disagreements
 from specperf.analysis.samples import kept_runs
 from specperf.cli import options
-from specperf.schemas import Baseline, CompareRules, RunResult
+from specperf.schemas import Baseline, RunResult, recorded_rules
 from specperf.store import baselines as baseline_store
 from specperf.store.files import BaselineError
 from specperf.store.kept_runs import read_kept_runs
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                                f"{args.hardware!r} — check --profile and --hardware against "
                                "the run files' provenance (`specperf show FILE`)")
     newest_label, newest = max(mine, key=lambda lr: lr[1].provenance.date)
-    rules = (newest.compare_rules if isinstance(newest, RunResult) else None) or CompareRules()
+    rules = recorded_rules(newest)
     want = args.runs if args.runs is not None else rules.baseline_runs
     if want < 2:
         raise options.BadInput(f"--runs {want}: give 2 or more (agreement needs two runs)")

@@ -87,6 +87,10 @@ class PowerReport(_Model):
     min_trials: int
     simulated: bool
     cases: list[CasePower]
+    # The rules the figures plan by (minimum effects, confidence, trials), and where they
+    # came from (a profile's [compare] table, a run's recorded rules, the defaults).
+    rules: CompareRules | None = None
+    rules_source: str | None = None
 
 
 def _values(case: CaseResult, key: str) -> tuple[Literal["trials", "requests"] | None,
@@ -174,7 +178,7 @@ def _metric(case: CaseResult, key: str, name: str, *, effect: float, alpha: floa
     )
 
 
-def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 0.01,
+def power_report(result: Baseline | RunResult, effect: float, *, alpha: float | None = None,
                  power: float = 0.9, rules: CompareRules | None = None,
                  simulate: bool = True, sim_trials: int = 200, sim_resamples: int = 200,
                  seed: int = 0, source: str | None = None,
@@ -185,13 +189,14 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
     ``history``: the baseline's kept runs; as in the gate (``rules.baseline_runs``), the
     comparable ones are pooled and their between-run spread is part of the noise.
     ``repeats``: the trials a new run will have (default: as many as the baseline's) --
-    what ``detectable`` and the simulated power are for."""
+    what ``detectable`` and the simulated power are for. ``alpha`` unset: ``rules.alpha``."""
     if repeats is not None and repeats < 2:
         raise ValueError(f"repeats must be >= 2, got {repeats}")
     if not 0 < effect < 10:
         raise ValueError(f"effect is relative (0.05 = 5 %), got {effect}")
     # A run judged by its profile's [compare] table is planned by it too.
     rules = rules or recorded_rules(result)
+    alpha = rules.alpha if alpha is None else alpha
     cases = []
     spreads = kept_spreads(result, history, rules)
     for case in result.cases:
@@ -204,14 +209,15 @@ def power_report(result: Baseline | RunResult, effect: float, *, alpha: float = 
         ]
         cases.append(CasePower(case=case.case.id, trials=len(case.trials), metrics=metrics))
     return PowerReport(source=source, effect=effect, alpha=alpha, power=power,
-                       min_trials=rules.min_trials, simulated=simulate, cases=cases)
+                       min_trials=rules.min_trials, simulated=simulate, cases=cases,
+                       rules=rules)
 
 
 def _pct(x: float) -> str:
     return f"{x * 100:.1f} %".replace(".0 %", " %")
 
 
-def power_lines(result: Baseline | RunResult, effect: float, *, alpha: float = 0.01,
+def power_lines(result: Baseline | RunResult, effect: float, *, alpha: float | None = None,
                 power: float = 0.9) -> list[str]:
     """One line per case and metric a report can print, e.g.
     ``draft-k2-c1 TPOT: 10 trials catch ≥ 7.9 %; 5 % needs 24`` (no simulation: cheap)."""
@@ -233,13 +239,14 @@ def power_lines(result: Baseline | RunResult, effect: float, *, alpha: float = 0
 
 
 def repeats_line(result: Baseline | RunResult, rules: CompareRules | None = None, *,
-                 alpha: float = 0.01, power: float = 0.9) -> str | None:
+                 alpha: float | None = None, power: float = 0.9) -> str | None:
     """One sentence for a report: the smallest shift per metric this run's repeats catch
     against a run like it (90 % power), across its cases, beside the minimum effects --
     and a plain warning when they cannot see them. ``None`` without 3 trials a case."""
     rules = rules or recorded_rules(result)
     report = power_report(result, rules.rule("tpot").min_effect or 0.05, alpha=alpha,
                           power=power, rules=rules, simulate=False)
+    alpha = report.alpha
     parts, blind = [], []
     trials = sorted({c.trials for c in report.cases})
     for key, name in METRICS:

@@ -1,6 +1,6 @@
 """``specperf power``: how many trials a baseline needs to catch a given effect.
 
-    specperf power --baseline FILE --effect 0.05 [--alpha 0.01] [--power 0.9] [--json]
+    specperf power --baseline FILE --effect 0.05 [--alpha A] [--power 0.9] [--json]
                    [--repeats N] [--profile P] [--history FILE ... | --no-history]
 
 Per case and metric (TTFT median, TPOT median, output throughput) of a baseline (or a run
@@ -11,7 +11,8 @@ catch, and the simulated power of the real verdict rule at that many trials
 them, and the spread between them -- the noise of a server restart, which no number of
 trials in one run removes -- is part of every figure. The minimum effects, confidence and
 trials the figures plan by are ``--profile``'s ``[compare]`` table (a baseline file records
-none; a run file records its own), else the defaults. Exit codes: 0 printed; 2 bad
+none; a run file records its own), else the defaults; so is ``--alpha`` unless given, and
+``--json`` records the rules and where they came from. Exit codes: 0 printed; 2 bad
 input (one line naming the file).
 """
 
@@ -42,7 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="a baseline (or run) JSON file with per-request samples")
     p.add_argument("--effect", type=float, required=True,
                    help="relative shift to catch, e.g. 0.05 for 5 %%")
-    p.add_argument("--alpha", type=float, default=0.01, help="false-alarm rate (default 0.01)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="false-alarm rate (default: the rules' α -- --profile's [compare] "
+                        "alpha, else the run's, else 0.01)")
     p.add_argument("--power", type=float, default=0.9, help="wanted power (default 0.9)")
     p.add_argument("--sim-trials", type=int, default=200,
                    help="simulated experiments per figure (default 200; 0 = no simulation)")
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     history = options.history(args, args.baseline)
     rules, rules_source = options.rules(args, result)
     try:
+        # --alpha unset: the rules' own (the false-alarm rate the checks are judged at).
         report = power_report(result, args.effect, alpha=args.alpha, power=args.power,
                               rules=rules,
                               simulate=args.sim_trials > 0, sim_trials=max(args.sim_trials, 1),
@@ -78,11 +82,12 @@ def run(args: argparse.Namespace) -> int:
                               repeats=args.repeats)
     except ValueError as exc:
         raise options.BadInput(str(exc)) from None
+    report = report.model_copy(update={"rules_source": rules_source})
     if args.json:
         print(report.model_dump_json(indent=1))
         return options.EXIT_OK
 
-    table = Table(title=f"Power for a {_pct(args.effect)} shift: α = {args.alpha:g}, "
+    table = Table(title=f"Power for a {_pct(args.effect)} shift: α = {report.alpha:g}, "
                         f"power {args.power:g} ({args.baseline})")
     for col in ("case", "metric", "CV", "over", "n now", "runs", "between runs", "catches ≥",
                 "needed / run", "simulated power"):

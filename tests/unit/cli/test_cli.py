@@ -300,6 +300,32 @@ def test_power_plans_by_the_profile_given_not_the_defaults(
     assert rc == 2 and err.count("\n") == 1 and "none.toml" in err
 
 
+def test_power_json_records_its_rules_and_takes_the_profiles_alpha(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # The false-alarm rate is part of the profile's [compare] table: --alpha given wins,
+    # else the profile's; --json says which rules the figures were planned by.
+    real = load_result(REAL_RUN)
+    base = tmp_path / "base.json"
+    base.write_text(Baseline(provenance=real.provenance, cases=real.cases).model_dump_json())
+    shipped = Path(__file__).parents[3] / "perf_tests" / "profiles" / "cpu-tiny.toml"
+    text = shipped.read_text()
+    assert "alpha = 0.01" in text
+    profile = tmp_path / "cpu-tiny-alpha.toml"
+    profile.write_text(text.replace("alpha = 0.01", "alpha = 0.05"))
+    argv = ["power", "--baseline", str(base), "--effect", "0.1", "--sim-trials", "0",
+            "--no-history", "--json"]
+    rc, out, _ = run_cli(capsys, *argv, "--profile", str(profile))
+    report = json.loads(out)
+    assert rc == 0 and report["alpha"] == 0.05
+    assert report["rules"]["alpha"] == 0.05 and report["rules"]["metrics"]["tpot"]["min_effect"] == 0.15
+    assert str(profile) in report["rules_source"]
+    rc, out, _ = run_cli(capsys, *argv, "--profile", str(profile), "--alpha", "0.02")
+    assert rc == 0 and json.loads(out)["alpha"] == 0.02
+    rc, out, _ = run_cli(capsys, *argv)
+    report = json.loads(out)
+    assert rc == 0 and report["alpha"] == 0.01 and "defaults" in report["rules_source"]
+
+
 # --------------------------------------------------------------------------- the command list
 
 

@@ -8,6 +8,7 @@ Every path a test reads is under :data:`REPO_ROOT` or the test's own tmp_path
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import re
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -84,6 +86,15 @@ def need_module(name: str, enable: str = INSTALL_VLLM):
 
 
 # --------------------------------------------------------------------------- files
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script that is not a package module (``benchmarks/*.py``), imported by its path."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def trimmed_cpu_ci_profile(name: str, concurrencies: list[int]) -> str:

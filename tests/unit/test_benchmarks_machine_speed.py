@@ -3,7 +3,6 @@ short real probe (torch, the engine's own library, on this machine)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import statistics
@@ -14,18 +13,14 @@ from types import ModuleType
 
 import pytest
 
-from tests.support import REPO_ROOT, need_module
+from tests.support import REPO_ROOT, load_script, need_module
 
 SCRIPT = REPO_ROOT / "benchmarks" / "machine_speed.py"
 
 
 @pytest.fixture(scope="module")
 def ms() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("machine_speed", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _second(ms_: float | None, steal: int = 0, **vmstat: int) -> dict[str, object]:

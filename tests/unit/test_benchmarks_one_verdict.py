@@ -4,7 +4,6 @@ criteria are read from, the burner always stopped, and --dry-run's commands."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,18 +19,22 @@ from specperf.engine.proxy import expected_tpot_rise
 from specperf.schemas import Baseline
 from specperf.store.baselines import baseline_path, load_history, write_baseline
 from specperf.store.provenance import detect_hardware
-from tests.support import CPU_CI_PROFILE, DATA_DIR, REPO_ROOT, T0, make_case, make_provenance
+from tests.support import (
+    CPU_CI_PROFILE,
+    DATA_DIR,
+    REPO_ROOT,
+    T0,
+    load_script,
+    make_case,
+    make_provenance,
+)
 
 SCRIPT = REPO_ROOT / "benchmarks" / "one_verdict.py"
 
 
 @pytest.fixture(scope="module")
 def ov() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("one_verdict", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _check(config: str, c: int, gate: str, outcome: str, metric: str = "TPOT") -> dict[str, Any]:

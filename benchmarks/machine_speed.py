@@ -134,6 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.seconds <= 0 or args.mb <= 0 or args.window < 1:
         p.error("--seconds, --mb and --window must be positive")
     cpu = _default_cpu() if args.cpu is None else args.cpu
+    if cpu not in os.sched_getaffinity(0):
+        p.error(f"--cpu {cpu}: this process may run on CPUs "
+                f"{sorted(os.sched_getaffinity(0))} only")
+    try:
+        import torch  # noqa: F401 -- checked here so a missing torch is one line, not a traceback
+    except ImportError:
+        p.error("torch is not installed: run it with the test venv's python "
+                "(.nox/tests/bin/python, made by `nox -s tests --install-only`)")
     seconds = probe(args.seconds, cpu=cpu, mb=args.mb)
     summary = {"cpu": cpu, "mb": args.mb,
                **summarize(seconds, window=args.window, burst=args.burst)}

@@ -62,3 +62,7 @@ def test_bad_arguments_exit_2_with_one_message(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2 and "must be positive" in proc.stderr
     assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "100000"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "--cpu 100000: this process may run on CPUs" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -59,14 +59,14 @@ def utcnow() -> datetime:
 
 def _without_unset(model: BaseModel, handler: SerializerFunctionWrapHandler,
                    names: tuple[str, ...]) -> Any:
-    """Serialise, leaving out the optional fields in ``names`` that are None (or an empty
-    mapping): files written without the feature they record stay byte-identical to older
+    """Serialise, leaving out the optional fields in ``names`` that are None, False or an
+    empty mapping: files written without the feature they record stay byte-identical to older
     ones."""
     data = handler(model)
     if isinstance(data, dict):
         for name in names:
             value = getattr(model, name)
-            if value is None or (isinstance(value, (dict, list)) and not value):
+            if value is None or value is False or (isinstance(value, (dict, list)) and not value):
                 data.pop(name, None)
     return data
 
@@ -341,10 +341,16 @@ class Trial(_Model):
     prefix_cache: PrefixCacheCounts | None = Field(
         None, description="prefix-cache counter deltas over the trial (scenarios.prefix_cache "
                           "only; None = not recorded)")
+    interleaved: bool = Field(
+        False, description="its requests alternated one by one with those of its paired trial "
+                           "on the other server (load.pairing = \"requests\"): the i-th sample "
+                           "of each ran the same prompt moments apart, and duration_s is the "
+                           "time of its own requests")
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("server_start", "busy_wait_s", "prefix_cache"))
+        return _without_unset(self, handler, ("server_start", "busy_wait_s", "prefix_cache",
+                                              "interleaved"))
 
 
 class InconclusiveRetry(_Model):

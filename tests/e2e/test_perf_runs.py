@@ -457,3 +457,41 @@ def test_corrupted_baseline_is_named_and_left_untouched(
     assert str(bad) in proc.stdout + proc.stderr and "not valid JSON" in proc.stdout + proc.stderr
     assert bad.read_bytes() == truncated
 
+
+
+def test_request_pairing_interleaves_the_spec_and_no_spec_requests_for_real(
+    recorded: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
+) -> None:
+    """load.pairing = "requests" on real vLLM: draft-k2-c1's trial and its paired no-spec
+    trial are measured together, one request to each server in turn, each side with its
+    own server's counters; the TPOT gain is judged on them."""
+    assert recorded[0].returncode in NOTHING_FAILED, _why(recorded[0])
+    text = CI_PROFILE.read_text()
+    edited = text.replace("[load]\n", '[load]\npairing = "requests"\n', 1)
+    assert edited != text
+    profile = tmp_path / "cpu-ci.toml"
+    profile.write_text(edited)
+    # No baseline: this profile's draft-k2 hashes differently (its trials are measured
+    # differently), so the recorded one would be refused as not comparable.
+    proc, run_dir = ws.run("-k", "draft-k2 and c1", "--perf-dataset", str(CI_DATASET),
+                           profile=profile, baselines=tmp_path / "none", name="interleaved")
+    assert proc.returncode in NOTHING_FAILED, _why(proc)
+    run = load_run(run_dir)
+    (spec,) = [c for c in run.cases if c.case.id == "draft-k2-c1"]
+    nospec = run.paired_nospec["draft-k2-c1"]
+    assert len(spec.trials) == len(nospec.trials) >= 1
+    for s, n in zip(spec.trials, nospec.trials, strict=True):
+        assert s.interleaved and n.interleaved
+        assert len(s.samples) == len(n.samples) == 6 and all(x.ok for x in s.samples + n.samples)
+        # The same prompt, to each server in turn: sample i of each has its prompt's length,
+        # and in every round one side started before the other's request of the next.
+        assert [x.prompt_tokens for x in s.samples] == [x.prompt_tokens for x in n.samples]
+        first = [min(x.start_s, y.start_s) for x, y in zip(s.samples, n.samples, strict=True)]
+        last = [max(x.start_s, y.start_s) for x, y in zip(s.samples, n.samples, strict=True)]
+        assert all(b < a for b, a in zip(last, first[1:], strict=False))
+        # Each side's counters are its own server's: the draft's on the spec side only.
+        assert s.acceptance is not None and s.acceptance.draft_tokens > 0
+        assert n.acceptance is None or n.acceptance.draft_tokens == 0
+        assert s.outside_cores == n.outside_cores  # one reading for the pair
+    gain = [c for c in run.checks if c.case.id == "draft-k2-c1" and c.metric == "TPOT gain"]
+    assert gain and all(c.outcome != "fail" for c in gain), [c.message for c in gain]

@@ -17,8 +17,8 @@ import numpy as np
 
 from specperf.schemas import Baseline, CaseResult, Provenance, RequestSample, RunResult, Trial
 
-__all__ = ["by_start", "earlier_pairs", "earlier_runs", "kept_runs", "per_request", "per_trial",
-           "relative_tpot", "starts_of"]
+__all__ = ["by_start", "earlier_pairs", "earlier_runs", "interleaved", "kept_runs", "per_request",
+           "per_trial", "relative_tpot", "starts_of"]
 
 
 def _latency_ms(s: RequestSample, key: str) -> float | None:
@@ -117,7 +117,17 @@ def earlier_pairs(base: CaseResult, baseline: RunResult | Baseline,
 
 def relative_tpot(spec: CaseResult, nospec: CaseResult, by_trial: bool) -> list[float]:
     """Spec TPOT / the same run's no-spec TPOT: per trial (each against its paired
-    trial), or per request against the no-spec median."""
+    trial), or per request — each against the no-spec request it was interleaved with
+    (load.pairing = "requests": the same prompt, moments apart, so the machine's speed
+    cancels), else against the no-spec median."""
+    if not by_trial and interleaved(spec, nospec):
+        out = []
+        for a, b in zip(spec.trials, nospec.trials, strict=True):
+            for x, y in zip(a.samples, b.samples, strict=True):
+                s, n = _latency_ms(x, "tpot"), _latency_ms(y, "tpot")
+                if s is not None and n is not None and n > 0:
+                    out.append(s / n)
+        return out
     if by_trial:
         s, n = per_trial(spec, "tpot"), per_trial(nospec, "tpot")
         return [a / b for a, b in zip(s, n, strict=False)
@@ -127,3 +137,11 @@ def relative_tpot(spec: CaseResult, nospec: CaseResult, by_trial: bool) -> list[
     if not ref > 0:
         return []
     return [v / ref for v in per_request(spec, "tpot")]
+
+
+def interleaved(spec: CaseResult, nospec: CaseResult) -> bool:
+    """Whether every trial of ``spec`` ran interleaved request by request with the trial of
+    ``nospec`` at the same position (sample i of each is the same prompt, moments apart)."""
+    return (len(spec.trials) == len(nospec.trials) > 0
+            and all(a.interleaved and b.interleaved and len(a.samples) == len(b.samples)
+                    for a, b in zip(spec.trials, nospec.trials, strict=True)))

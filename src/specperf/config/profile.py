@@ -113,8 +113,26 @@ class Load(_Strict):
         60.0, ge=0.0, description="seconds a trial waits at most for outside load to fall "
                                   "below max_outside_cores; 0 = don't wait")
 
+    # How a spec case's trial and its paired no-spec trial (the TPOT gain's) share the
+    # machine at concurrency 1. "trials": one whole trial on the no-spec server, then one on
+    # the spec server. "requests": one request to each in turn (A B, B A, …), so both see
+    # the same seconds of the machine: on a shared VM the host's speed moves a trial's TPOT
+    # by ~8 % from one trial to the next, but the two sides' ratio by ~2 % when interleaved
+    # request by request (docs/validation.md, "Where the noise comes from on these VMs").
+    # Above concurrency 1 the two servers' streams would compete for the cores, so trials
+    # alternate there whatever this says. Part of the spec configs' hash: their trials and
+    # paired no-spec trials are measured differently.
+    pairing: Literal["trials", "requests"] = Field(
+        "trials", description="at concurrency 1, a spec case's paired no-spec trial runs before "
+                              "its own (trials) or request by request interleaved with it "
+                              "(requests)")
+
     def requests_at(self, concurrency: int) -> int:
         return max(self.requests, concurrency * self.min_requests_per_stream)
+
+    def interleaves(self, concurrency: int) -> bool:
+        """Whether a paired trial at this concurrency is interleaved request by request."""
+        return self.pairing == "requests" and concurrency == 1
 
 
 # --- gates ----------------------------------------------------------------------
@@ -422,14 +440,19 @@ class Profile(_Strict):
 
     def _measured(self) -> dict[str, Any]:
         exclude: dict[str, Any] = dict.fromkeys(self._UNMEASURED, True)
-        exclude["load"] = self._UNMEASURED_LOAD
+        # pairing changes what a spec config's cases measure only (_config_measured).
+        exclude["load"] = {*self._UNMEASURED_LOAD, "pairing"}
         return self.model_dump(mode="json", exclude=exclude)
 
-    @staticmethod
-    def _config_measured(config: ServerConfig) -> dict[str, Any]:
+    def _config_measured(self, config: ServerConfig) -> dict[str, Any]:
         # pinned_acceptance adds a second server beside the config's; what the config's
         # own server measures is unchanged, so its baselines stay usable.
-        return config.model_dump(mode="json", exclude={"label", "gates", "pinned_acceptance"})
+        data = config.model_dump(mode="json", exclude={"label", "gates", "pinned_acceptance"})
+        # Only where it is not the default: hashes (and baselines) from before the key
+        # existed stay valid.
+        if config.is_spec and self.load.pairing != "trials":
+            data["pairing"] = self.load.pairing
+        return data
 
     def dataset_path(self, override: str | None = None) -> Path | None:
         if not isinstance(self.workload, ShareGPTWorkload):

@@ -140,8 +140,8 @@ class BaselineContext:
         return (
             f"case {case.id}: the baseline in {self.path} was recorded with server "
             f"config hash {stored.config_hash}, this profile's {case.config_id!r} now hashes to "
-            f"{want} (its model, arguments, workload or sampling changed), so comparing would "
-            "mislead — record a new baseline with --perf-update-baselines"
+            f"{want} (its model, arguments, workload, sampling or load.pairing changed), so "
+            "comparing would mislead — record a new baseline with --perf-update-baselines"
         )
 
     def prompts_mismatch(self) -> str | None:

@@ -192,3 +192,55 @@ async def run_load_async(
 
 def run_load(*args: object, **kwargs: object) -> LoadResult:
     return asyncio.run(run_load_async(*args, **kwargs))  # type: ignore[arg-type]
+
+
+async def run_interleaved_load_async(
+    targets: Sequence[tuple[str, str]],
+    prompts: Sequence[str],
+    sampling: Sampling,
+    n_requests: int,
+    warmup_requests: int = 0,
+    request_timeout_s: float = 300.0,
+    on_request: Callable[[RequestSample], None] | None = None,
+) -> list[LoadResult]:
+    """One request at a time to each of ``targets`` ((base URL, model) pairs) in turn: the
+    i-th prompt goes to every target before the (i+1)-th goes to any, in an order that
+    reverses each round (A B, B A, …) so neither side always runs first. Requests a second
+    or two apart share the machine's speed, which on a shared VM moves more between
+    trials than a comparison's minimum effect (docs/validation.md, "Where the noise comes
+    from on these VMs"), so the ratio of the two sides cancels it.
+
+    One LoadResult per target, at concurrency 1; its ``duration_s`` is the time its own
+    requests took (not the other targets'), so its throughputs are a c = 1 trial's."""
+    if not prompts:
+        raise ValueError("no prompts")
+    if not targets:
+        raise ValueError("no targets")
+    timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+    connector = aiohttp.TCPConnector(limit=len(targets) + 1)
+    samples: list[list[RequestSample]] = [[] for _ in targets]
+    busy = [0.0] * len(targets)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        for url, model in targets:
+            for i in range(warmup_requests):
+                body = completion_body(model, prompts[-1 - (i % len(prompts))], sampling)
+                await _one_request(session, f"{url}/v1/completions", body, time.perf_counter())
+        t_origin = time.perf_counter()
+        for i in range(n_requests):
+            order = range(len(targets)) if i % 2 == 0 else reversed(range(len(targets)))
+            for t in order:
+                url, model = targets[t]
+                t0 = time.perf_counter()
+                sample = await _one_request(
+                    session, f"{url}/v1/completions",
+                    completion_body(model, prompts[i % len(prompts)], sampling), t_origin)
+                busy[t] += time.perf_counter() - t0
+                samples[t].append(sample)
+                if on_request is not None:
+                    on_request(sample)
+    return [LoadResult(concurrency=1, samples=s, duration_s=d, warmup_requests=warmup_requests)
+            for s, d in zip(samples, busy, strict=True)]
+
+
+def run_interleaved_load(*args: object, **kwargs: object) -> list[LoadResult]:
+    return asyncio.run(run_interleaved_load_async(*args, **kwargs))  # type: ignore[arg-type]

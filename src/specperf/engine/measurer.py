@@ -6,7 +6,9 @@ measurement).
 Pairing: a spec config with a selected TPOT-gain gate also runs a trial on the (still
 running) no-spec server just before each of its own trials at that concurrency, so the
 paired comparison sees the same drift on both sides, and the pairs are the samples of
-the gain.
+the gain. Under load.pairing = "requests" the two trials at concurrency 1 are one:
+their requests alternate server by server (TrialRunner.interleaved_trials), so both
+sides see the same seconds of the machine.
 """
 
 from __future__ import annotations
@@ -230,14 +232,23 @@ class CaseMeasurer:
         index = len(run.trials[c])
         if index >= self.repeats:  # an extra trial (retry or confirmation)
             self.observer.case_more_trials(current, _per_trial(run, c))
+        trial: Trial | None = None
         if c in run.paired and run.nospec is not None:
             try:
-                run.paired[c].append(self.runner.trial(run.nospec, c, index, warmup=warmup,
-                                                       case=current, paired=True))
+                if self.profile.load.interleaves(c):
+                    trial, nospec = self.runner.interleaved_trials(run.server, run.nospec,
+                                                                   index, warmup=warmup)
+                else:
+                    nospec = self.runner.trial(run.nospec, c, index, warmup=warmup,
+                                               case=current, paired=True)
+                run.paired[c].append(nospec)
             except Exception as exc:  # noqa: BLE001 - fails only the pairing
+                # Interleaved, either server may have failed: the case's own trial then
+                # runs alone, and fails the case if its server was the one.
                 self.paired_errors[current] = f"{type(exc).__name__}: {exc}"
                 run.paired.pop(c)
-        trial = self.runner.trial(run.server, c, index, warmup=warmup)
+        if trial is None:
+            trial = self.runner.trial(run.server, c, index, warmup=warmup)
         if run.start is not None:
             trial = trial.model_copy(update={"server_start": run.start})
         run.trials[c].append(trial)

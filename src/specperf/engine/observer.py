@@ -22,6 +22,8 @@ class RunObserver(Protocol):
         server_starting → server_ready | server_failed
         case_started (each case of the config being measured, before its first trial)
         trial_started → request_done × n → trial_done      (cases interleaved)
+        (a spec trial interleaved with its paired no-spec one request by request:
+        trial_started(interleaved=True) → request_done × 2n → trial_done × 2)
         case_done | case_failed
 
     Events that carry a ``message`` carry the one line a plain log shows for them."""
@@ -40,7 +42,8 @@ class RunObserver(Protocol):
 
     def case_more_trials(self, case: Case, trials: int) -> None: ...
 
-    def trial_started(self, case: Case, paired: bool = False) -> None: ...
+    def trial_started(self, case: Case, paired: bool = False,
+                      interleaved: bool = False) -> None: ...
 
     def request_done(self, ok: bool = True) -> None: ...
 
@@ -78,7 +81,8 @@ class LineObserver:
     def case_more_trials(self, case: Case, trials: int) -> None:
         pass
 
-    def trial_started(self, case: Case, paired: bool = False) -> None:
+    def trial_started(self, case: Case, paired: bool = False,
+                      interleaved: bool = False) -> None:
         pass
 
     def request_done(self, ok: bool = True) -> None:

@@ -11,7 +11,7 @@ from specperf.analysis.aggregate import make_trial
 from specperf.config.profile import Profile
 from specperf.engine import contention
 from specperf.engine.clock import REMEASURES, TRIALS, WARMUPS, Phase, RunClock
-from specperf.engine.load import run_load
+from specperf.engine.load import run_interleaved_load, run_load
 from specperf.engine.observer import RunObserver
 from specperf.engine.scrape import counter_delta, fetch_counters, prefix_cache_delta
 from specperf.engine.server import VllmServer
@@ -57,11 +57,50 @@ class TrialRunner:
         during which other processes used more than the limit is measured again, up to
         the profile's load.contended_retries times."""
         shown = case or Case(config_id=server.config_id, concurrency=concurrency)
+        what = f"{shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
+
+        def measure(warm: bool) -> Trial:
+            self.observer.trial_started(shown, paired)
+            return self._attempt(server, concurrency, index, warm, shown)
+
+        trial = self._guarded(server, what, warmup, measure)
+        self.observer.trial_done()
+        return trial
+
+    def interleaved_trials(self, server: VllmServer, nospec: VllmServer, index: int,
+                           warmup: bool) -> tuple[Trial, Trial]:
+        """A spec case's trial at concurrency 1 and its paired no-spec trial, measured
+        together: one request to each server in turn (load.pairing = "requests"), counters
+        of both around the whole, one contention reading for both (they ran in the same
+        seconds, so they are kept or measured again together). Returns (spec, no-spec)."""
+        shown = Case(config_id=server.config_id, concurrency=1)
+        what = f"{shown.id}: trial {index + 1} (interleaved with no-spec)"
+        pairs: list[Trial] = []
+
+        def measure(warm: bool) -> Trial:
+            self.observer.trial_started(shown, interleaved=True)
+            spec, other = self._attempt_interleaved(server, nospec, index, warm)
+            pairs.append(other)
+            return spec
+
+        spec = self._guarded(server, what, warmup, measure)
+        # The kept attempt is the last one: its no-spec side, with the guard's verdict.
+        other = pairs[-1].model_copy(update={
+            k: getattr(spec, k) for k in ("remeasured_outside_cores", "contended",
+                                          "busy_wait_s")})
+        self.observer.trial_done()
+        self.observer.trial_done()
+        return spec, other
+
+    def _guarded(self, server: VllmServer, what: str, warmup: bool,
+                 measure: Callable[[bool], Trial]) -> Trial:
+        """``measure(warm_up)`` under the contention guard: the wait for a quiet machine
+        before each attempt, attempts measured again while contended."""
         limit = self.max_outside_cores
         retries = self.profile.load.contended_retries
-        what = f"{shown.id}: trial {index + 1}{' (paired no-spec)' if paired else ''}"
         waits: list[float] = []
         attempts: list[Phase] = []
+
         def attempt(n: int) -> Trial:
             # Waiting for a quiet machine is in no phase: the breakdown's "other".
             # Every server of the session is the suite's own load (as in _attempt).
@@ -73,7 +112,7 @@ class TrialRunner:
             with self.clock.phase(TRIALS) as timed:
                 attempts.append(timed)
                 # The server is warm after the first attempt: warm-up requests only once.
-                return self._attempt(server, concurrency, index, warmup and n == 0, shown, paired)
+                return measure(warmup and n == 0)
 
         def discarded(trial: Trial, n: int) -> None:
             # Known only once it ran: the whole attempt, its warm-up too, was for nothing.
@@ -84,14 +123,12 @@ class TrialRunner:
         trial = contention.measure_guarded(attempt, limit, retries, on_discard=discarded)
         if waits:
             trial = trial.model_copy(update={"busy_wait_s": sum(waits)})
-        self.observer.trial_done()
         return trial
 
     def _attempt(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
-                 shown: Case, paired: bool) -> Trial:
+                 shown: Case) -> Trial:
         p = self.profile
         view = self.observer
-        view.trial_started(shown, paired)
         url, model = self.pool.load_url(server), server.argv[server.argv.index("--model") + 1]
         prompts = self.prompts()
         warmup_requests = p.load.warmup_requests if warmup else 0
@@ -123,3 +160,35 @@ class TrialRunner:
         if self.record_prefix_cache:
             trial = trial.model_copy(update={"prefix_cache": prefix_cache_delta(before, after)})
         return trial
+
+    def _attempt_interleaved(self, server: VllmServer, nospec: VllmServer, index: int,
+                             warmup: bool) -> tuple[Trial, Trial]:
+        p = self.profile
+        servers = (server, nospec)
+        targets = [(self.pool.load_url(s), s.argv[s.argv.index("--model") + 1])
+                   for s in servers]
+        warmup_requests = p.load.warmup_requests if warmup else 0
+        if warmup_requests:
+            # Before the counters, as in _attempt.
+            with self.clock.phase(WARMUPS):
+                run_interleaved_load(targets, self.prompts(), p.sampling, 0,
+                                     warmup_requests=warmup_requests,
+                                     request_timeout_s=p.load.request_timeout_s)
+        started = utcnow()
+        before = [fetch_counters(self.pool.metrics_url(s)) for s in servers]
+        pids = self.pool.pids(*servers)
+        cpu_before = contention.take_snapshot(pids)
+        loads = run_interleaved_load(
+            targets, self.prompts(), p.sampling, p.load.requests_at(1),
+            request_timeout_s=p.load.request_timeout_s,
+            on_request=lambda sample: self.observer.request_done(sample.ok))
+        cpu_after = contention.take_snapshot(pids)
+        after = [fetch_counters(self.pool.metrics_url(s)) for s in servers]
+        outside = contention.measured_outside_cores(cpu_before, cpu_after)
+        trials = []
+        for load, b, a in zip(loads, before, after, strict=True):
+            if warmup_requests:
+                load = load.model_copy(update={"warmup_requests": warmup_requests})
+            trial = make_trial(index, started, load, counter_delta(b, a), outside_cores=outside)
+            trials.append(trial.model_copy(update={"interleaved": True}))
+        return trials[0], trials[1]

@@ -99,8 +99,11 @@ class RunProgress:
     def case_more_trials(self, case: Case, trials: int) -> None:
         """``case`` runs ``trials`` more than announced (--perf-retry-inconclusive)."""
 
-    def trial_started(self, case: Case, paired: bool = False) -> None:
-        """A trial of ``case`` begins; ``paired``: the no-spec trial run for its gain."""
+    def trial_started(self, case: Case, paired: bool = False,
+                      interleaved: bool = False) -> None:
+        """A trial of ``case`` begins; ``paired``: the no-spec trial run for its gain;
+        ``interleaved``: the case's trial and that no-spec trial together, their requests
+        alternating (twice the requests, then two trial_done)."""
 
     def request_done(self, ok: bool = True) -> None:
         """One measured request of the current trial finished (called by the load client
@@ -315,11 +318,14 @@ class RichProgress(RunProgress):
             self._progress.update(row.task, total=row.trials)
             self.refresh()
 
-    def trial_started(self, case: Case, paired: bool = False) -> None:
+    def trial_started(self, case: Case, paired: bool = False,
+                      interleaved: bool = False) -> None:
         row = self._cases.get(case)
         of = f" {row.done + 1}/{row.trials}" if row is not None else f" of {case.id}"
-        total = row.requests if row is not None else None
-        desc = f"  ↳ trial{of}{', paired no-spec' if paired else ''}"
+        total = row.requests * (2 if interleaved else 1) if row is not None else None
+        with_ = (", interleaved with paired no-spec" if interleaved
+                 else ", paired no-spec" if paired else "")
+        desc = f"  ↳ trial{of}{with_}"
         self._mark(self._current, False)
         self._current, self._failed = case, 0
         self._mark(case, True)

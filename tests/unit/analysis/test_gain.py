@@ -96,3 +96,37 @@ def test_kept_runs_join_the_baseline_gain_and_their_spread_widens_it() -> None:
     assert pooled.verdict is Verdict.INCONCLUSIVE
     assert pooled.n_baseline == 3 * len(SPREAD)
     assert "between-run spread" in pooled.reason
+
+
+#: The machine's speed over one trial, request by request: a shared VM's host bursts move a
+#: request's TPOT by up to ±20 % (docs/validation.md, "Where the noise comes from").
+HOST = [1.0, 1.2, 0.82, 1.15, 0.9, 1.18, 0.85, 1.08]
+
+
+def _interleaved(spec_ms: float, nospec_ms: float, flag: bool = True
+                 ) -> tuple[CaseResult, CaseResult]:
+    """A spec case and its paired no-spec trial whose i-th requests ran moments apart, so
+    both saw the host at HOST[i]; ``flag``: marked interleaved, as the engine marks them."""
+    spec = _case("ngram-k3", [spec_ms * h * f for h, f in zip(HOST, SPREAD, strict=True)])
+    nospec = _case("nospec", [nospec_ms * h for h in HOST])
+    if flag:
+        spec, nospec = (c.model_copy(update={"trials": [t.model_copy(update={"interleaved": True})
+                                                         for t in c.trials]})
+                        for c in (spec, nospec))
+    return spec, nospec
+
+
+def test_interleaved_requests_are_compared_pair_by_pair_so_the_hosts_speed_cancels() -> None:
+    """A +25 % TPOT on the spec side, under host bursts of ±20 % per request: paired request
+    by request (load.pairing = "requests") the bursts cancel and the drop of the gain is a
+    REGRESSION; the same requests against the no-spec median cannot tell it."""
+    rules = CompareRules()
+    base = _interleaved(20.0, 30.0)
+    paired, _ = gain_vs_baseline(*_interleaved(25.0, 30.0), *base, rules)
+    assert paired.verdict is Verdict.REGRESSION
+    assert 1.2 < paired.current / paired.baseline < 1.3
+    same, _ = gain_vs_baseline(*_interleaved(20.0, 30.0), *base, rules)
+    assert same.verdict is Verdict.UNCHANGED
+    unpaired, _ = gain_vs_baseline(*_interleaved(25.0, 30.0, flag=False),
+                                   *_interleaved(20.0, 30.0, flag=False), rules)
+    assert unpaired.verdict is Verdict.INCONCLUSIVE

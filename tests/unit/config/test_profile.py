@@ -256,6 +256,26 @@ def test_profile_guard_keys_default_and_leave_the_hashes_alone(tmp_path: Path) -
     assert q.config_hash(q.config("draft-k2")) == p.config_hash(p.config("draft-k2"))
 
 
+def test_request_pairing_changes_the_spec_configs_hashes_only(tmp_path: Path) -> None:
+    """load.pairing = "requests" changes how a spec case and its paired no-spec trial are
+    measured at c = 1, not what the no-spec config's own cases measure; left at its default
+    it changes no hash (baselines from before the key stay valid)."""
+    p = load_profile(CPU_CI_PROFILE)
+    assert p.load.pairing == "trials" and not p.load.interleaves(1)
+    same = load_profile(_edited(tmp_path, "[load]\n", '[load]\npairing = "trials"\n'))
+    assert same.hash() == p.hash()
+    q = load_profile(_edited(tmp_path, "[load]\n", '[load]\npairing = "requests"\n'))
+    assert q.load.interleaves(1) and not q.load.interleaves(2)
+    assert q.config_hash(q.config("nospec")) == p.config_hash(p.config("nospec"))
+    assert q.config_hash(q.config("draft-k2")) != p.config_hash(p.config("draft-k2"))
+    assert q.hash() != p.hash()
+
+
+def test_an_unknown_pairing_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="load.pairing"):
+        load_profile(_edited(tmp_path, "[load]\n", '[load]\npairing = "request"\n'))
+
+
 def test_negative_retries_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="load.contended_retries"):
         load_profile(_edited(tmp_path, "[load]\n", "[load]\ncontended_retries = -1\n"))

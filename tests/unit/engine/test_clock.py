@@ -169,13 +169,12 @@ def test_the_trial_runner_charges_trials_warmups_and_remeasures(now: FakeTime) -
     is re-measures; attempt 2 is the trial."""
     clock = RunClock(now)
     profile = SimpleNamespace(load=SimpleNamespace(contended_retries=2))
-    observer = SimpleNamespace(trial_done=lambda: None)
+    observer = SimpleNamespace(trial_done=lambda: None, trial_started=lambda *_a, **_k: None)
     runner = TrialRunner(profile, pool=None, observer=observer, prompts=list,  # type: ignore[arg-type]
                          max_outside_cores=0.25, say=lambda _m: None, clock=clock)
     loads = iter([0.9, 0.1])
 
-    def attempt(server: Any, concurrency: int, index: int, warmup: bool, shown: Any,
-                paired: bool) -> Trial:
+    def attempt(server: Any, concurrency: int, index: int, warmup: bool, shown: Any) -> Trial:
         if warmup:
             with clock.phase(WARMUPS):
                 now.tick(2)

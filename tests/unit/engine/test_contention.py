@@ -486,6 +486,10 @@ class _Pool:
 
 
 class _Observer:
+    def trial_started(self, case: object, paired: bool = False,
+                      interleaved: bool = False) -> None:
+        pass
+
     def trial_done(self) -> None:
         pass
 

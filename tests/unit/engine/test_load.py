@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from specperf.config.profile import Sampling
-from specperf.engine.load import run_load, spec_decode_of
+from specperf.engine.load import run_interleaved_load, run_load, spec_decode_of
 from specperf.engine.loopback import LoopbackApp
 from specperf.lab import calibration
 from specperf.lab.calibration import CalibrationConfig, CalibrationServer, CalibrationStats
@@ -156,3 +156,31 @@ def test_per_request_spec_decode_metrics_are_read_as_vllm_writes_them() -> None:
     assert spec is not None and spec.proposal_lengths == [] and spec.steps == 1
     # A server that reports none (no flag, or no spec decoding): nothing.
     assert spec_decode_of({"usage": {"completion_tokens": 3}}) is None
+
+
+def test_interleaved_load_sends_each_prompt_to_both_servers_in_turn() -> None:
+    """load.pairing = "requests": one request at a time, the i-th prompt to both servers
+    before the next, the order reversing each round (A B, B A, …); each side's duration
+    is its own requests' time, not the other's."""
+    prompts = ["p0", "p1", "p2"]
+    cfg = CalibrationConfig(chunks=3, chunk_delay_s=0.005)
+    with CalibrationServer(cfg) as a, CalibrationServer(cfg) as b:
+        seen: list[RequestSample] = []
+        res_a, res_b = run_interleaved_load([(a.base_url, "ma"), (b.base_url, "mb")], prompts,
+                                            Sampling(max_tokens=8), 5, warmup_requests=1,
+                                            on_request=seen.append)
+        bodies_a, bodies_b = a.stats.bodies, b.stats.bodies
+    # One warm-up each, from the end of the list; then the same prompts in the same order.
+    assert [x["prompt"] for x in bodies_a] == ["p2", "p0", "p1", "p2", "p0", "p1"]
+    assert [x["prompt"] for x in bodies_b] == [x["prompt"] for x in bodies_a]
+    assert {x["model"] for x in bodies_a} == {"ma"} and {x["model"] for x in bodies_b} == {"mb"}
+    assert len(res_a.samples) == len(res_b.samples) == 5 and len(seen) == 10
+    assert all(s.ok for s in (*res_a.samples, *res_b.samples))
+    # Serial, from one origin: A first in even rounds, B first in odd ones.
+    for i, (x, y) in enumerate(zip(res_a.samples, res_b.samples, strict=True)):
+        assert (x.start_s < y.start_s) == (i % 2 == 0)
+    ends = [s.start_s + (s.e2e_s or 0) for s in (*res_a.samples, *res_b.samples)]
+    for res in (res_a, res_b):
+        assert res.concurrency == 1 and res.warmup_requests == 1
+        own = sum(s.e2e_s or 0 for s in res.samples)
+        assert own <= res.duration_s < max(ends)

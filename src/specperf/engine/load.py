@@ -141,6 +141,15 @@ async def _one_request(
     )
 
 
+async def _warm_up(session: aiohttp.ClientSession, url: str, model: str,
+                   prompts: Sequence[str], sampling: Sampling, n: int) -> None:
+    # Warmup uses prompts from the end of the list so it does not prime the prefix cache
+    # for the measured requests.
+    for i in range(n):
+        body = completion_body(model, prompts[-1 - (i % len(prompts))], sampling)
+        await _one_request(session, url, body, time.perf_counter())
+
+
 async def run_load_async(
     base_url: str,
     model: str,
@@ -162,11 +171,7 @@ async def run_load_async(
     timeout = aiohttp.ClientTimeout(total=request_timeout_s)
     connector = aiohttp.TCPConnector(limit=max(concurrency, 1) + 1)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        # Warmup uses prompts from the end of the list so it does not prime the
-        # prefix cache for the measured requests.
-        for i in range(warmup_requests):
-            body = completion_body(model, prompts[-1 - (i % len(prompts))], sampling)
-            await _one_request(session, url, body, time.perf_counter())
+        await _warm_up(session, url, model, prompts, sampling, warmup_requests)
         sem = asyncio.Semaphore(concurrency)
         t_origin = time.perf_counter()
 
@@ -222,9 +227,8 @@ async def run_interleaved_load_async(
     busy = [0.0] * len(targets)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         for url, model in targets:
-            for i in range(warmup_requests):
-                body = completion_body(model, prompts[-1 - (i % len(prompts))], sampling)
-                await _one_request(session, f"{url}/v1/completions", body, time.perf_counter())
+            await _warm_up(session, f"{url}/v1/completions", model, prompts, sampling,
+                           warmup_requests)
         t_origin = time.perf_counter()
         for i in range(n_requests):
             order = range(len(targets)) if i % 2 == 0 else reversed(range(len(targets)))

@@ -334,7 +334,7 @@ class ScenarioRunner:
         """The config's server, started and warmed: a round of its own questions puts the
         shared prefix in its cache before any trial reads the counters."""
         server = pool.server_for(config_id)
-        model = server.argv[server.argv.index("--model") + 1]
+        model = server.model
         p = pool.profile
         n = max(p.load.warmup_requests, 1)
         with self.clock.phase(WARMUPS):

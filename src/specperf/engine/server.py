@@ -246,6 +246,11 @@ class VllmServer:
         self.version: str | None = None
 
     @property
+    def model(self) -> str:
+        """The model the server serves, as requests must name it (its --model)."""
+        return self.argv[self.argv.index("--model") + 1]
+
+    @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}"
 

@@ -21,7 +21,6 @@ from specperf.engine import contention
 from specperf.engine.clock import TRIALS, WARMUPS, RunClock
 from specperf.engine.load import run_load
 from specperf.engine.scrape import counter_delta, fetch_counters
-from specperf.engine.server import VllmServer
 from specperf.engine.servers import ServerPool
 from specperf.schemas import (
     Case,
@@ -58,9 +57,6 @@ class TimeScenarioRunner:
     say: Callable[[str], None] = print
     clock: RunClock | None = None
 
-    def _model(self, server: VllmServer) -> str:
-        return server.argv[server.argv.index("--model") + 1]
-
     def _warmup(self, url: str, model: str) -> None:
         p = self.profile
         if not p.load.warmup_requests:
@@ -84,7 +80,7 @@ class TimeScenarioRunner:
         least ``min_windows``); raises ServerError / ScrapeError."""
         case = soak_case(scenario)
         server = self.pool.server_for(case.config_id)
-        url, model = self.pool.load_url(server), self._model(server)
+        url, model = self.pool.load_url(server), server.model
         metrics = self.pool.metrics_url(server)
         n_windows = max(scenario.min_windows, round(scenario.duration_s / scenario.window_s))
         cycle = scenario.cycle_requests or self.profile.load.requests_at(scenario.concurrency)
@@ -130,7 +126,7 @@ class TimeScenarioRunner:
         case = ramp_case(scenario)
         p = self.profile
         server = self.pool.server_for(case.config_id)
-        url, model = self.pool.load_url(server), self._model(server)
+        url, model = self.pool.load_url(server), server.model
         metrics = self.pool.metrics_url(server)
         burst = burst_concurrency(p, scenario)
         plan = [("before", 1, scenario.requests or p.load.requests_at(1)),

@@ -129,7 +129,7 @@ class TrialRunner:
                  shown: Case) -> Trial:
         p = self.profile
         view = self.observer
-        url, model = self.pool.load_url(server), server.argv[server.argv.index("--model") + 1]
+        url, model = self.pool.load_url(server), server.model
         prompts = self.prompts()
         warmup_requests = p.load.warmup_requests if warmup else 0
         if warmup_requests:
@@ -165,7 +165,7 @@ class TrialRunner:
                              warmup: bool) -> tuple[Trial, Trial]:
         p = self.profile
         servers = (server, nospec)
-        targets = [(self.pool.load_url(s), s.argv[s.argv.index("--model") + 1])
+        targets = [(self.pool.load_url(s), s.model)
                    for s in servers]
         warmup_requests = p.load.warmup_requests if warmup else 0
         if warmup_requests:

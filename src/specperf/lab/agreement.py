@@ -672,7 +672,7 @@ def agreement_for_profile(
         if base_url is None:
             server = pool.server_for(cfg.id)
             base_url = server.base_url
-            model = server.argv[server.argv.index("--model") + 1]
+            model = server.model
             version = server.version
         assert model is not None
         return measure_agreement(

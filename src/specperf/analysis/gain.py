@@ -14,7 +14,9 @@ Two checks, both on the no-spec trials interleaved with the case's own in the sa
   by :func:`specperf.analysis.stats.compare_samples`, like any latency.
 
 Samples are per trial when both sides have ``min_trials`` trials, else per request
-(which understates run-to-run drift; the reason says so). A case measured on more than
+(which understates run-to-run drift; the reason says so). When the two sides ran
+interleaved request by request (load.pairing = "requests"), the gain's interval resamples
+them pair by pair, so the machine's speed, which moved both, cancels from it too. A case measured on more than
 one server start (a fresh-server confirmation) is judged on every start
 (:func:`specperf.analysis.stats.replicated`).
 """
@@ -26,7 +28,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from specperf.analysis.samples import per_request, per_trial, relative_tpot, starts_of
+from specperf.analysis.samples import (
+    interleaved,
+    paired_requests,
+    per_request,
+    per_trial,
+    relative_tpot,
+    starts_of,
+)
 from specperf.analysis.spread import RELATIVE_KEY, KeptSpreads, own_spread, spread_args
 from specperf.analysis.stats import (
     Comparison,
@@ -59,10 +68,19 @@ def split_starts(spec: CaseResult, nospec: CaseResult) -> list[tuple[CaseResult,
 
 
 def _tpots(spec: CaseResult, nospec: CaseResult, rules: CompareRules
-           ) -> tuple[list[float], list[float], str]:
+           ) -> tuple[list[float], list[float], str, bool]:
+    """Spec and no-spec TPOTs, the kind of samples, and whether the i-th of each side ran
+    beside the other (interleaved: trial i beside trial i, request i beside request i)."""
+    paired = interleaved(spec, nospec)
     if min(len(spec.trials), len(nospec.trials)) >= rules.min_trials:
-        return per_trial(spec, "tpot"), per_trial(nospec, "tpot"), "trials"
-    return per_request(spec, "tpot"), per_request(nospec, "tpot"), "requests"
+        return per_trial(spec, "tpot"), per_trial(nospec, "tpot"), "trials", paired
+    if paired:
+        return *paired_requests(spec, nospec, "tpot"), "requests", True
+    return per_request(spec, "tpot"), per_request(nospec, "tpot"), "requests", False
+
+
+def _finite(values: Sequence[float]) -> int:
+    return sum(not math.isnan(v) for v in values)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -72,20 +90,21 @@ def _median(values: Sequence[float]) -> float:
 
 def _floor_once(spec: CaseResult, nospec: CaseResult, floor: float,
                 rules: CompareRules) -> tuple[Comparison, str]:
-    s, n, kind = _tpots(spec, nospec, rules)
+    s, n, kind, paired = _tpots(spec, nospec, rules)
     gain = _median(n) / _median(s) if _median(s) > 0 else math.nan
     ci = ratio_ci(n, s, statistic="median", confidence=rules.confidence,
-                  n_resamples=rules.n_resamples, seed=rules.seed, min_samples=5)
+                  n_resamples=rules.n_resamples, seed=rules.seed, min_samples=5, paired=paired)
     pct = f"{rules.confidence * 100:g} %"
     if ci is None or not math.isfinite(gain):
         verdict = Verdict.INCONCLUSIVE
         lo = hi = math.nan
-        reason = (f"{GAIN_METRIC} {gain:.2f}× from {len(s)} spec and {len(n)} no-spec {kind}: "
-                  "too few samples for an interval (5 a side)")
+        reason = (f"{GAIN_METRIC} {gain:.2f}× from {_finite(s)} spec and {_finite(n)} no-spec "
+                  f"{kind}: too few samples for an interval (5 a side)")
     else:
         lo, hi = ci
+        how = f"{kind}, resampled pair by pair" if paired else kind
         head = (f"{GAIN_METRIC} {gain:.2f}× ({pct} CI {lo:.2f}–{hi:.2f}×; no-spec median TPOT "
-                f"{_median(n):.2f} ms / spec {_median(s):.2f} ms, same run, {kind})")
+                f"{_median(n):.2f} ms / spec {_median(s):.2f} ms, same run, {how})")
         if lo > floor:
             verdict, tail = Verdict.UNCHANGED, f"wholly above the floor {floor:g}×"
         elif hi < floor:
@@ -101,7 +120,7 @@ def _floor_once(spec: CaseResult, nospec: CaseResult, floor: float,
         metric=GAIN_METRIC, direction=Direction.HIGHER_IS_BETTER, statistic="median",
         baseline=floor, current=gain, ratio=gain / floor if math.isfinite(gain) else math.nan,
         ci_low=lo / floor, ci_high=hi / floor, confidence=rules.confidence, p_value=None,
-        alpha=rules.alpha, min_effect=0.0, n_baseline=len(s), n_current=len(n),
+        alpha=rules.alpha, min_effect=0.0, n_baseline=_finite(s), n_current=_finite(n),
         verdict=verdict, reason=reason + ".",
     ), kind
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from specperf.schemas import Baseline, CaseResult, Provenance, RequestSample, RunResult, Trial
 
-__all__ = ["by_start", "earlier_pairs", "earlier_runs", "interleaved", "kept_runs", "per_request",
-           "per_trial", "relative_tpot", "starts_of"]
+__all__ = ["by_start", "earlier_pairs", "earlier_runs", "interleaved", "kept_runs",
+           "paired_requests", "per_request", "per_trial", "relative_tpot", "starts_of"]
 
 
 def _latency_ms(s: RequestSample, key: str) -> float | None:
@@ -121,13 +121,8 @@ def relative_tpot(spec: CaseResult, nospec: CaseResult, by_trial: bool) -> list[
     (load.pairing = "requests": the same prompt, moments apart, so the machine's speed
     cancels), else against the no-spec median."""
     if not by_trial and interleaved(spec, nospec):
-        out = []
-        for a, b in zip(spec.trials, nospec.trials, strict=True):
-            for x, y in zip(a.samples, b.samples, strict=True):
-                s, n = _latency_ms(x, "tpot"), _latency_ms(y, "tpot")
-                if s is not None and n is not None and n > 0:
-                    out.append(s / n)
-        return out
+        return [s / n for s, n in zip(*paired_requests(spec, nospec, "tpot"), strict=True)
+                if not math.isnan(s) and n > 0]  # a NaN n is not > 0
     if by_trial:
         s, n = per_trial(spec, "tpot"), per_trial(nospec, "tpot")
         return [a / b for a, b in zip(s, n, strict=False)
@@ -137,6 +132,20 @@ def relative_tpot(spec: CaseResult, nospec: CaseResult, by_trial: bool) -> list[
     if not ref > 0:
         return []
     return [v / ref for v in per_request(spec, "tpot")]
+
+
+def paired_requests(spec: CaseResult, nospec: CaseResult, key: str
+                    ) -> tuple[list[float], list[float]]:
+    """Two interleaved cases' request latencies side by side, NaN where a request failed or
+    has none, so the i-th values of the two lists ran moments apart on the same prompt.
+    Only for cases where :func:`interleaved` holds."""
+    s_out: list[float] = []
+    n_out: list[float] = []
+    for a, b in zip(spec.trials, nospec.trials, strict=True):
+        for x, y in zip(a.samples, b.samples, strict=True):
+            for out, v in ((s_out, _latency_ms(x, key)), (n_out, _latency_ms(y, key))):
+                out.append(math.nan if v is None else v)
+    return s_out, n_out
 
 
 def interleaved(spec: CaseResult, nospec: CaseResult) -> bool:

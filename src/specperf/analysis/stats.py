@@ -513,8 +513,10 @@ def _bootstrap_ratio_ci(
     confidence: float,
     n_resamples: int,
     seed: int,
+    paired: bool = False,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of centre(curr)/centre(base), resampling each side alone."""
+    """Percentile bootstrap CI of centre(curr)/centre(base), resampling each side alone or,
+    ``paired``, the pairs (base[i], curr[i]) together."""
     centre = np.median if statistic == "median" else np.mean
 
     def ratio_of_centres(
@@ -533,7 +535,7 @@ def _bootstrap_ratio_ci(
             ratio_of_centres,
             n_resamples=n_resamples,
             vectorized=True,
-            paired=False,
+            paired=paired,
             axis=-1,
             confidence_level=confidence,
             method="percentile",
@@ -551,12 +553,16 @@ def ratio_ci(
     n_resamples: int = 2000,
     seed: int = 0,
     min_samples: int = 5,
+    paired: bool = False,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap CI of ``centre(numerator) / centre(denominator)``.
 
     Each side is resampled on its own (independent samples, e.g. per-request TPOTs of a
-    no-spec and a spec case). ``None`` when a side has fewer than ``min_samples`` values
-    after dropping NaNs. Deterministic for a given ``seed``.
+    no-spec and a spec case), or with ``paired`` the i-th values of the two sides together
+    (requests that ran moments apart on the same prompt, load.pairing = "requests"): what
+    moved both, such as the host's speed, then cancels from the interval as it does from
+    the pair. A pair with a NaN on either side is dropped. ``None`` when a side has fewer
+    than ``min_samples`` values after dropping NaNs. Deterministic for a given ``seed``.
     """
     if statistic not in ("median", "mean"):
         raise ValueError(f"statistic must be 'median' or 'mean', not {statistic!r}")
@@ -564,12 +570,21 @@ def ratio_ci(
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if min_samples < 2:
         raise ValueError(f"min_samples must be >= 2, got {min_samples}")
+    if paired:
+        numerator, denominator = list(numerator), list(denominator)
+        if len(numerator) != len(denominator):
+            raise ValueError(f"paired samples must align: {len(numerator)} numerator and "
+                             f"{len(denominator)} denominator values")
+        pairs = [(a, b) for a, b in zip(numerator, denominator, strict=True)
+                 if not (math.isnan(a) or math.isnan(b))]
+        numerator, denominator = [a for a, _ in pairs], [b for _, b in pairs]
     num, _ = _clean(numerator, "numerator")
     den, _ = _clean(denominator, "denominator")
     if num.size < min_samples or den.size < min_samples:
         return None
     return _bootstrap_ratio_ci(
-        den, num, statistic=statistic, confidence=confidence, n_resamples=n_resamples, seed=seed
+        den, num, statistic=statistic, confidence=confidence, n_resamples=n_resamples, seed=seed,
+        paired=paired,
     )
 
 

@@ -1,6 +1,7 @@
-"""One trial on one server: warm-up, counters before, the measured load, counters after,
-guarded against outside CPU load (specperf.engine.contention: a bounded wait for a quiet
-machine before each attempt, then measure_guarded)."""
+"""One trial — on one server, or on a spec server and its no-spec twin with their requests
+interleaved: warm-up, counters before, the measured load, counters after, guarded against
+outside CPU load (specperf.engine.contention: a bounded wait for a quiet machine before
+each attempt, then measure_guarded)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ from specperf.engine.observer import RunObserver
 from specperf.engine.scrape import counter_delta, fetch_counters, prefix_cache_delta
 from specperf.engine.server import VllmServer
 from specperf.engine.servers import ServerPool
-from specperf.schemas import Case, Trial, utcnow
+from specperf.schemas import Case, LoadResult, RequestSample, Trial, utcnow
 
 __all__ = ["TrialRunner"]
+
+#: Sends an attempt's load: (measured requests, warm-up requests, called per measured
+#: request) → one LoadResult per server of the attempt, in its order.
+SendLoad = Callable[[int, int, Callable[[RequestSample], None] | None], list[LoadResult]]
 
 
 @dataclass
@@ -61,7 +66,8 @@ class TrialRunner:
 
         def measure(warm: bool) -> Trial:
             self.observer.trial_started(shown, paired)
-            return self._attempt(server, concurrency, index, warm, shown)
+            return self._attempt([server], index, warm, self._load_on(server, concurrency),
+                                 self.profile.load.requests_at(concurrency))[0]
 
         trial = self._guarded(server, what, warmup, measure)
         self.observer.trial_done()
@@ -79,7 +85,9 @@ class TrialRunner:
 
         def measure(warm: bool) -> Trial:
             self.observer.trial_started(shown, interleaved=True)
-            spec, other = self._attempt_interleaved(server, nospec, index, warm)
+            spec, other = (t.model_copy(update={"interleaved": True}) for t in self._attempt(
+                [server, nospec], index, warm, self._interleaved_load_on([server, nospec]),
+                self.profile.load.requests_at(1)))
             pairs.append(other)
             return spec
 
@@ -125,63 +133,51 @@ class TrialRunner:
             trial = trial.model_copy(update={"busy_wait_s": sum(waits)})
         return trial
 
-    def _attempt(self, server: VllmServer, concurrency: int, index: int, warmup: bool,
-                 shown: Case) -> Trial:
+    def _load_on(self, server: VllmServer, concurrency: int) -> SendLoad:
+        """The load of a trial on one server: ``concurrency`` requests at a time."""
+        prompts, p = self.prompts(), self.profile
+
+        def send(n: int, warmup_requests: int,
+                 on_request: Callable[[RequestSample], None] | None) -> list[LoadResult]:
+            return [run_load(self.pool.load_url(server), server.model, prompts, p.sampling,
+                             concurrency, n, warmup_requests=warmup_requests,
+                             on_request=on_request, request_timeout_s=p.load.request_timeout_s)]
+        return send
+
+    def _interleaved_load_on(self, servers: Sequence[VllmServer]) -> SendLoad:
+        """The load of an interleaved trial: one request to each server in turn."""
+        prompts, p = self.prompts(), self.profile
+
+        def send(n: int, warmup_requests: int,
+                 on_request: Callable[[RequestSample], None] | None) -> list[LoadResult]:
+            return run_interleaved_load([(self.pool.load_url(s), s.model) for s in servers],
+                                        prompts, p.sampling, n, warmup_requests=warmup_requests,
+                                        on_request=on_request,
+                                        request_timeout_s=p.load.request_timeout_s)
+        return send
+
+    def _attempt(self, servers: Sequence[VllmServer], index: int, warmup: bool,
+                 send: SendLoad, requests: int) -> list[Trial]:
+        """One attempt of a trial on ``servers`` (one, or a spec server and its no-spec
+        twin whose requests interleave): ``send(requests, warmup_requests, on_request)``
+        sends the load, one result per server in the same order. Each server's counters
+        are read around its own side; one CPU reading covers them all, since they ran in
+        the same seconds."""
         p = self.profile
-        view = self.observer
-        url, model = self.pool.load_url(server), server.model
-        prompts = self.prompts()
         warmup_requests = p.load.warmup_requests if warmup else 0
         if warmup_requests:
             # Before the counters are read: warmup requests draft and accept tokens too,
             # and counting them would make a case's acceptance depend on how many trials
             # share the one warmup (5 trials vs 10, or a retried case).
             with self.clock.phase(WARMUPS):
-                run_load(url, model, prompts, p.sampling, concurrency, 0,
-                         warmup_requests=warmup_requests,
-                         request_timeout_s=p.load.request_timeout_s)
-        started = utcnow()
-        before = fetch_counters(self.pool.metrics_url(server))
-        # Every server of the session is the suite's own load, not a neighbour's (an idle
-        # one that polls would otherwise trigger re-measurements nothing can fix).
-        pids = self.pool.pids(server)
-        cpu_before = contention.take_snapshot(pids)
-        load = run_load(
-            url, model, prompts, p.sampling, concurrency,
-            p.load.requests_at(concurrency), request_timeout_s=p.load.request_timeout_s,
-            on_request=lambda sample: view.request_done(sample.ok),
-        )
-        if warmup_requests:
-            load = load.model_copy(update={"warmup_requests": warmup_requests})
-        cpu_after = contention.take_snapshot(pids)
-        after = fetch_counters(self.pool.metrics_url(server))
-        trial = make_trial(index, started, load, counter_delta(before, after),
-                           outside_cores=contention.measured_outside_cores(cpu_before, cpu_after))
-        if self.record_prefix_cache:
-            trial = trial.model_copy(update={"prefix_cache": prefix_cache_delta(before, after)})
-        return trial
-
-    def _attempt_interleaved(self, server: VllmServer, nospec: VllmServer, index: int,
-                             warmup: bool) -> tuple[Trial, Trial]:
-        p = self.profile
-        servers = (server, nospec)
-        targets = [(self.pool.load_url(s), s.model)
-                   for s in servers]
-        warmup_requests = p.load.warmup_requests if warmup else 0
-        if warmup_requests:
-            # Before the counters, as in _attempt.
-            with self.clock.phase(WARMUPS):
-                run_interleaved_load(targets, self.prompts(), p.sampling, 0,
-                                     warmup_requests=warmup_requests,
-                                     request_timeout_s=p.load.request_timeout_s)
+                send(0, warmup_requests, None)
         started = utcnow()
         before = [fetch_counters(self.pool.metrics_url(s)) for s in servers]
+        # Every server of the session is the suite's own load, not a neighbour's (an idle
+        # one that polls would otherwise trigger re-measurements nothing can fix).
         pids = self.pool.pids(*servers)
         cpu_before = contention.take_snapshot(pids)
-        loads = run_interleaved_load(
-            targets, self.prompts(), p.sampling, p.load.requests_at(1),
-            request_timeout_s=p.load.request_timeout_s,
-            on_request=lambda sample: self.observer.request_done(sample.ok))
+        loads = send(requests, 0, lambda sample: self.observer.request_done(sample.ok))
         cpu_after = contention.take_snapshot(pids)
         after = [fetch_counters(self.pool.metrics_url(s)) for s in servers]
         outside = contention.measured_outside_cores(cpu_before, cpu_after)
@@ -190,5 +186,7 @@ class TrialRunner:
             if warmup_requests:
                 load = load.model_copy(update={"warmup_requests": warmup_requests})
             trial = make_trial(index, started, load, counter_delta(b, a), outside_cores=outside)
-            trials.append(trial.model_copy(update={"interleaved": True}))
-        return trials[0], trials[1]
+            if self.record_prefix_cache:
+                trial = trial.model_copy(update={"prefix_cache": prefix_cache_delta(b, a)})
+            trials.append(trial)
+        return trials

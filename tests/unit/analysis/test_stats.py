@@ -404,6 +404,26 @@ def test_ratio_ci_needs_samples_and_valid_arguments() -> None:
         ratio_ci([-1.0] * 5, [1.0] * 5)
 
 
+
+def test_ratio_ci_paired_resamples_pairs_so_what_moved_both_cancels() -> None:
+    """Requests that ran moments apart share the machine's speed (here ±25 % from one pair
+    to the next): resampled pair by pair that speed cancels and the interval narrows;
+    resampled side by side it cannot, and the interval holds the same point."""
+    speed = np.exp(np.random.default_rng(5).normal(0.0, 0.25, 32))
+    nospec = list(60.0 * speed * np.array(lognormal(6, 32, cv=0.03, centre=1.0)))
+    spec = list(46.0 * speed * np.array(lognormal(7, 32, cv=0.03, centre=1.0)))
+    paired = ratio_ci(nospec, spec, paired=True)
+    apart = ratio_ci(nospec, spec)
+    assert paired is not None and apart is not None
+    assert paired[1] - paired[0] < (apart[1] - apart[0]) / 2
+    assert paired[0] > 1.2  # 60 / 46 = 1.30, the speed gone
+    # A pair with a NaN on either side is dropped whole; the sides must align.
+    assert ratio_ci([1.0, 2.0, 3.0, math.nan], [1.0, 2.0, math.nan, 4.0], paired=True,
+                    min_samples=3) is None
+    with pytest.raises(ValueError, match="paired samples must align"):
+        ratio_ci([1.0] * 6, [1.0] * 5, paired=True)
+
+
 # --------------------------------------------------------------------------- between runs
 
 

@@ -168,18 +168,18 @@ def test_the_trial_runner_charges_trials_warmups_and_remeasures(now: FakeTime) -
     """Attempt 1 (with its warm-up) ran under outside load and is measured again: all of it
     is re-measures; attempt 2 is the trial."""
     clock = RunClock(now)
-    profile = SimpleNamespace(load=SimpleNamespace(contended_retries=2))
+    profile = SimpleNamespace(load=SimpleNamespace(contended_retries=2, requests_at=lambda _c: 8))
     observer = SimpleNamespace(trial_done=lambda: None, trial_started=lambda *_a, **_k: None)
     runner = TrialRunner(profile, pool=None, observer=observer, prompts=list,  # type: ignore[arg-type]
                          max_outside_cores=0.25, say=lambda _m: None, clock=clock)
     loads = iter([0.9, 0.1])
 
-    def attempt(server: Any, concurrency: int, index: int, warmup: bool, shown: Any) -> Trial:
+    def attempt(servers: Any, index: int, warmup: bool, send: Any, requests: int) -> list[Trial]:
         if warmup:
             with clock.phase(WARMUPS):
                 now.tick(2)
         now.tick(10)
-        return _trial(next(loads))
+        return [_trial(next(loads))]
 
     runner._attempt = attempt  # type: ignore[method-assign]  # noqa: SLF001
     trial = runner.trial(SimpleNamespace(config_id="draft-k2"), 1, 0, warmup=True)  # type: ignore[arg-type]

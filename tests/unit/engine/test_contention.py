@@ -514,9 +514,9 @@ def _runner(machine: FakeMachine, trial_loads: list[float], *, limit: float = 0.
     runner.waiter.clock = machine.clock
     attempts = iter(trial_loads)
 
-    def attempt(*_: object) -> Trial:
+    def attempt(*_: object) -> list[Trial]:
         machine.now += 5.0  # a trial takes time, outside the wait
-        return _trial(next(attempts), index=0)
+        return [_trial(next(attempts), index=0)]
 
     runner._attempt = attempt  # type: ignore[method-assign]
     return runner, said, pids_seen

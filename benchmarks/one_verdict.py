@@ -16,8 +16,10 @@ status, wall time, the outcome of every (gate, case, metric) check in D/run.json
   ``--config`` behind the proxy at zero delay (its own cost must not count as the effect;
   a zero-delay proxy run may be kept in a baseline); then ``--runs`` runs with the
   per-chunk delay that raises that config's TPOT at its lowest concurrency by ``--effect``
-  (specperf.engine.proxy.delay_for_tpot on the kept trials). Per run: did the config FAIL a
-  check; which checks of other configs FAILed.
+  (specperf.engine.proxy.delay_for_tpot on the kept trials, or with ``--size-on`` on the
+  given run files: a VM's speed can move between the baseline and now, and a delay sized on
+  a slower baseline is a larger slowdown on a faster machine). Per run: did the config FAIL
+  a check; which checks of other configs FAILed.
 
 A warning is printed when the machine used more than ``--max-busy`` cores in the 2 s before a
 run. Output: a table, and benchmarks/results/DATE/one-verdict-MODE-PROFILE-TIME.json
@@ -98,7 +100,8 @@ def failures_by_config(failed: dict[str, str], config: str) -> tuple[bool, list[
 
 def config_shape(baselines: list[Any], config: str) -> dict[str, float]:
     """Median TPOT (s), mean chunks and tokens of ``config``'s lowest concurrency, pooled
-    over the baseline's kept runs (specperf Baseline models)."""
+    over the given runs (specperf Baseline or RunResult models: the baseline's kept runs,
+    or the files of --size-on)."""
     cases = [c for b in baselines for c in b.cases if c.case.config_id == config]
     if not cases:
         raise SystemExit(f"the baseline has no case of config {config!r}")
@@ -300,6 +303,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                                      "baseline: the config behind the reference proxy")
     p.add_argument("--effect", type=float, default=0.25, help="inject: relative TPOT rise")
     p.add_argument("--baseline-runs", type=int, default=3, help="inject: kept baseline runs")
+    p.add_argument("--size-on", type=Path, action="append", default=None, metavar="RUN_JSON",
+                   help="inject: size the delay on these run files' TPOT (e.g. this hour's "
+                        "quiet runs' run.json) instead of the kept baseline's (repeatable)")
     p.add_argument("--reference-delay-ms", type=float, default=0.0,
                    help="inject: the proxy's delay while the baseline is recorded")
     p.add_argument("--max-busy", type=float, default=0.3,
@@ -321,6 +327,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     from specperf.config.profile import ProfileError, load_profile
     from specperf.store.baselines import baseline_path, load_baseline, load_history
+    from specperf.store.files import BaselineError, load_result
     from specperf.store.provenance import detect_hardware
 
     args = parse(list(sys.argv[1:] if argv is None else argv))
@@ -351,21 +358,33 @@ def main(argv: list[str] | None = None) -> int:
                "SPECPERF_PROXY_CONFIGS": args.config} if args.config else {}
 
     def delay_env() -> tuple[dict[str, Any], dict[str, str]]:
-        if not base_file.exists():
-            raise SystemExit(f"no baseline at {base_file}: see the baseline runs' logs")
-        shape = config_shape(load_history(base_file) or [load_baseline(base_file)], cfg)
+        if args.size_on:
+            try:
+                runs = [load_result(path) for path in args.size_on]
+            except BaselineError as exc:
+                raise SystemExit(f"--size-on: {exc}") from None
+            sized_on: Any = [str(path) for path in args.size_on]
+            where = f"{len(runs)} run file(s) of --size-on"
+        else:
+            if not base_file.exists():
+                raise SystemExit(f"no baseline at {base_file}: see the baseline runs' logs")
+            runs, sized_on, where = (load_history(base_file) or [load_baseline(base_file)],
+                                     "baseline", "the kept baseline")
+        shape = config_shape(runs, cfg)
         ms = injection_delay_ms(args.effect, shape)
         print(f"delay {ms:.3f} ms per chunk on {cfg}: +{args.effect:.0%} TPOT of "
               f"{cfg}-c{shape['concurrency']} ({shape['tpot_s'] * 1000:.2f} ms, "
-              f"{shape['chunks']:.1f} chunks / {shape['tokens']:.1f} tokens)", flush=True)
-        return ({"delay_ms": ms, "effect": args.effect, **shape},
+              f"{shape['chunks']:.1f} chunks / {shape['tokens']:.1f} tokens, {where})",
+              flush=True)
+        return ({"delay_ms": ms, "effect": args.effect, "sized_on": sized_on, **shape},
                 {"SPECPERF_PROXY_DELAY_MS": f"{ms:.3f}", "SPECPERF_PROXY_CONFIGS": cfg})
 
     env: dict[str, str] = {} if cfg else ref_env
     if args.dry_run:
         for name, phase, burn in names(todo):
             if cfg and not env:  # sized now if a baseline is already kept, else after it
-                env = delay_env()[1] if base_file.exists() and todo[0][0] == "run" else {
+                sized = args.size_on or (base_file.exists() and todo[0][0] == "run")
+                env = delay_env()[1] if sized else {
                     "SPECPERF_PROXY_DELAY_MS": "<sized from the baseline>",
                     "SPECPERF_PROXY_CONFIGS": cfg}
             print(("[burner: one core] " if burn else "") + show(pytest_cmd(

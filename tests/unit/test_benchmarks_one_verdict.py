@@ -27,6 +27,7 @@ from tests.support import (
     load_script,
     make_case,
     make_provenance,
+    make_run,
 )
 
 SCRIPT = REPO_ROOT / "benchmarks" / "one_verdict.py"
@@ -197,3 +198,33 @@ def test_dry_run_inject_sizes_the_delay_from_a_kept_baseline(tmp_path: Path) -> 
     assert any(ln.startswith("delay 5.000 ms per chunk on draft-k2") for ln in out)
     runs = [ln for ln in out if "-m pytest" in ln]
     assert len(runs) == 2 and all(ln.startswith("SPECPERF_PROXY_DELAY_MS=5.000") for ln in runs)
+
+
+def test_dry_run_inject_sizes_the_delay_on_the_runs_given_not_the_baseline(
+        tmp_path: Path) -> None:
+    # The kept baseline ran at 20 ms; the machine now runs draft-k2-c1 at 10 ms (a VM's
+    # speed moved), so +25 % now is half the delay the baseline would give.
+    _kept_baseline(tmp_path / "baselines", [0.02, 0.02, 0.02])
+    today = tmp_path / "run.json"
+    today.write_text(make_run([make_case("nospec", 1, spec=False, tpot_s=0.025),
+                               make_case("draft-k2", 1, tpot_s=0.010, tokens=33)],
+                              provenance=make_provenance(profile_name="cpu-ci")
+                              ).model_dump_json())
+    out = _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "1",
+               "--baselines-dir", str(tmp_path / "baselines"), "--size-on", str(today))
+    assert any(ln.startswith("delay 2.500 ms per chunk on draft-k2") and "--size-on" in ln
+               for ln in out)
+    assert [ln.split()[0] for ln in out if "-m pytest" in ln] == [
+        "SPECPERF_PROXY_DELAY_MS=2.500"]
+
+
+def test_a_size_on_file_that_is_not_a_run_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.json"
+    bad.write_text("{}")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "inject", "--profile", str(CPU_CI_PROFILE), "--dry-run",
+         "--config", "draft-k2", "--work", str(tmp_path / "work"), "--size-on", str(bad)],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("--size-on: ") and str(bad) in proc.stderr

@@ -910,6 +910,9 @@ def compare_runs(
             f"shifts larger than their minimum effect — worst {cc.case.id} {rule.name}: "
             f"≥ {d.detectable * 100:.0f} % against a {rule.min_effect * 100:g} % minimum; "  # type: ignore[operator]
             f"{need}")
+    moved = _machine_moved(result, rp, bp, rules)
+    if moved:
+        result.notes.append(moved)
     if per_request:
         result.notes.append(
             f"some cases have fewer than {rules.min_trials} trials per side: their latencies "
@@ -931,6 +934,32 @@ def compare_runs(
             "check that the files are the ones you meant, or "
             + RECORD_HINT.format(profile=rp.profile_name, hardware_id=rp.hardware_id))
     return result
+
+
+def _machine_moved(result: RunComparison, run: Provenance, base: Provenance,
+                   rules: CompareRules) -> str | None:
+    """A note when the no-spec cases' TPOT moved, decidedly, with nothing of the software
+    changed (same vLLM and torch): no-spec runs no draft, so what moved it is the machine —
+    a VM's host can run it tens of percent faster or slower from one day to the next (the
+    EPYC VM of docs/validation.md ran cpu-tiny's no-spec at a 34 % lower TPOT on 2026-12-03
+    than when its baseline was kept, hours before). The verdicts stay what the numbers say; the note tells
+    the reader that this run's other absolute timing changes may be the machine's too, and
+    which figures are not."""
+    if run.vllm_version != base.vllm_version or run.torch_version != base.torch_version:
+        return None  # an upgrade may move no-spec itself
+    tpot = rules.rule("tpot").name
+    moves = [(cc.case, c) for cc in result.cases if cc.method is None and not cc.busy
+             for c in cc.comparisons if c.metric == tpot
+             and c.verdict in (Verdict.IMPROVEMENT, Verdict.REGRESSION)]
+    if not moves:
+        return None
+    moves.sort(key=lambda m: m[0].concurrency)
+    shown = ", ".join(f"{(c.ratio - 1) * 100:+.0f} % at c{case.concurrency}" for case, c in moves)
+    return (f"no-spec's {tpot} moved with the same vLLM {run.vllm_version or '?'} ({shown}, "
+            "decided): no draft runs there, so this machine ran faster or slower than when "
+            "the baseline was recorded, and the other absolute timing changes of this run "
+            "may be the machine's too; TPOT vs no-spec and the TPOT gain, taken within the "
+            "run, are not")
 
 
 def _attributions(run: RunResult, baseline: RunResult | Baseline,

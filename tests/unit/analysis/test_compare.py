@@ -722,3 +722,27 @@ def test_the_spread_comes_from_the_baseline_alone_so_a_shard_is_judged_alike() -
     tpot = next(m for m in going.comparisons if m.metric == "TPOT")
     assert (tpot.verdict, tpot.ci_low, tpot.ci_high) == (whole.verdict, whole.ci_low,
                                                          whole.ci_high)
+
+
+def test_no_spec_that_moved_with_the_same_vllm_says_the_machine_moved(real: RunResult) -> None:
+    # Every latency 40 % lower, no-spec's too: no draft runs there, so the machine moved.
+    faster = compare_runs(scale_latency(real, 0.6), real, CompareRules(min_trials=2))
+    nospec = [cc for cc in faster.cases if cc.method is None]
+    assert nospec and any(m.verdict is Verdict.IMPROVEMENT
+                          for cc in nospec for m in cc.comparisons if m.metric == "TPOT")
+    moved = [n for n in faster.notes if n.startswith("no-spec's TPOT moved with the same vLLM")]
+    assert len(moved) == 1 and "-40 % at c" in moved[0] and "the machine's too" in moved[0]
+    # The verdicts stay what the numbers say.
+    assert verdicts(faster) == verdicts(compare_runs(scale_latency(real, 0.6), real,
+                                                     CompareRules(min_trials=2)))
+    # Only the spec configs slower: no-spec did not move, nothing is said of the machine.
+    spec_only = scale_latency(real, 1.6, cases=[cc.case.config_id for cc in faster.cases
+                                                if cc.method is not None])
+    assert not any("moved with the same vLLM" in n
+                   for n in compare_runs(spec_only, real, CompareRules(min_trials=2)).notes)
+    # Another vLLM may move no-spec itself: that is the upgrade's, not the machine's.
+    upgraded = scale_latency(real, 0.6).model_copy(update={"provenance": real.provenance.model_copy(
+        update={"vllm_version": "9.9.9"})})
+    assert not any("moved with the same vLLM" in n
+                   for n in compare_runs(upgraded, real, CompareRules(min_trials=2),
+                                         force=True).notes)

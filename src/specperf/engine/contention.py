@@ -277,18 +277,25 @@ def measure_guarded(
     max_outside_cores: float | None,
     retries: int,
     on_discard: Callable[[Trial, int], None] | None = None,
+    known_busy: Callable[[], bool] | None = None,
 ) -> Trial:
     """Run ``attempt(n)`` (n = 0, 1, …) until a trial is not contended, at most
     ``retries`` extra times. The kept trial lists the outside load of the attempts it
     replaced (``remeasured_outside_cores``); if the last one is still over the limit it is
     kept and marked ``contended`` -- a run is never lost to a busy neighbour, only flagged.
-    ``on_discard(trial, n)`` is told about each discarded attempt before attempt n runs."""
+    ``on_discard(trial, n)`` is told about each discarded attempt before attempt n runs.
+
+    ``known_busy()`` true after a contended attempt keeps it at once: the machine has
+    stayed busy through a whole wait (:attr:`QuietWaiter.busy`), so another attempt would
+    only measure the same neighbour again (measured beside a one-core burner: 46 attempts
+    re-measured in each of two cpu-tiny runs, 928 of a run's 1566 s, and not one came out
+    quiet; docs/validation.md)."""
     discarded: list[float] = []
     n = 0
     while True:
         trial = attempt(n)
         over = is_contended(trial.outside_cores, max_outside_cores)
-        if not over or n >= retries:
+        if not over or n >= retries or (known_busy is not None and known_busy()):
             return trial.model_copy(update={"remeasured_outside_cores": discarded,
                                             "contended": over})
         assert trial.outside_cores is not None

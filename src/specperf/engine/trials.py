@@ -128,7 +128,12 @@ class TrialRunner:
             self.say(f"specperf: {what} ran under outside CPU load {trial.outside_cores:.2f} "
                      f"cores (limit {limit:g}): measuring it again ({n}/{retries})")
 
-        trial = contention.measure_guarded(attempt, limit, retries, on_discard=discarded)
+        trial = contention.measure_guarded(attempt, limit, retries, on_discard=discarded,
+                                           known_busy=lambda: self.waiter.busy)
+        if trial.contended and len(trial.remeasured_outside_cores) < retries:
+            self.say(f"specperf: {what} ran under outside CPU load {trial.outside_cores:.2f} "
+                     f"cores (limit {limit:g}), and the machine has stayed busy since a wait "
+                     "ran out: kept as measured, its timing checks not measured (busy)")
         if waits:
             trial = trial.model_copy(update={"busy_wait_s": sum(waits)})
         return trial

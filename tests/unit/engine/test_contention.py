@@ -538,16 +538,48 @@ def test_a_trial_waits_before_each_attempt_and_records_the_seconds_waited() -> N
 
 
 def test_a_trials_attempts_share_one_budget() -> None:
-    m = FakeMachine([0.9])
+    # The first wait sees the load fall after 2.25 s; the trial is contended all the same;
+    # the wait before its re-measure has the 0.75 s left, runs out, and the machine is
+    # then known busy: the second attempt is kept, flagged, and not measured a third time.
+    m = FakeMachine([0.9, 0.9, 0.2, 0.9])
     runner, said, _ = _runner(m, [0.9, 0.9, 0.9], wait=3.0)
     trial = runner.trial(_Server(), 1, 0, warmup=False, case=Case(config_id="draft-k2",
                                                                     concurrency=1),
                          paired=True)
-    assert trial.contended
-    assert trial.busy_wait_s is not None
-    assert trial.busy_wait_s <= 3.0 + contention.WINDOW_S
-    assert sum("waiting for outside CPU load" in line for line in said) == 1
+    assert trial.contended and trial.remeasured_outside_cores == [0.9]
+    assert trial.busy_wait_s == pytest.approx(3.0)
+    assert sum("waiting for outside CPU load" in line for line in said) == 2
     assert "(paired no-spec)" in said[0]
+    assert said[-1].endswith("stayed busy since a wait ran out: kept as measured, its timing "
+                             "checks not measured (busy)")
+
+
+def test_a_machine_busy_through_a_whole_wait_is_not_measured_again() -> None:
+    # A neighbour that outlasts the wait (a burner) would make every re-measure its
+    # measurement again: each trial is measured once, flagged, until a check sees it quiet.
+    m = FakeMachine([0.9])
+    runner, said, _ = _runner(m, [0.9, 0.9], wait=3.0)
+    first = runner.trial(_Server(), 1, 0, warmup=False)  # type: ignore[arg-type]
+    second = runner.trial(_Server(), 1, 1, warmup=False)  # type: ignore[arg-type]
+    assert first.contended and second.contended
+    assert first.remeasured_outside_cores == second.remeasured_outside_cores == []
+    assert not any("measuring it again" in line for line in said)
+    # Once a check finds the machine quiet, a contended trial is measured again as before.
+    runner, said, _ = _runner(FakeMachine([0.1]), [0.9, 0.1], wait=3.0)
+    third = runner.trial(_Server(), 1, 2, warmup=False)  # type: ignore[arg-type]
+    assert not third.contended and third.remeasured_outside_cores == [0.9]
+
+
+def test_known_busy_keeps_a_contended_attempt_and_never_a_quiet_one() -> None:
+    calls, attempt = _attempts([0.9, 0.9, 0.9])
+    trial = measure_guarded(attempt, 0.25, 2, known_busy=lambda: True)  # type: ignore[arg-type]
+    assert calls == [0] and trial.contended and trial.remeasured_outside_cores == []
+    calls, attempt = _attempts([0.1])
+    trial = measure_guarded(attempt, 0.25, 2, known_busy=lambda: True)  # type: ignore[arg-type]
+    assert calls == [0] and not trial.contended
+    calls, attempt = _attempts([0.9, 0.9, 0.1])
+    trial = measure_guarded(attempt, 0.25, 2, known_busy=lambda: False)  # type: ignore[arg-type]
+    assert calls == [0, 1, 2] and not trial.contended
 
 
 def test_without_a_wait_the_trial_records_none_and_nothing_is_sampled() -> None:

@@ -120,6 +120,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "perf_cases(kind): parametrise `perf_case` with the profile's cases of this "
         f"kind ({', '.join(KINDS + SCENARIO_KINDS)})"
     )
+    # pytest-benchmark's table would time each test's call of PerfSession.measure: the
+    # first case of a server measures them all (84 s for nospec-c1 on cpu-tiny), the others
+    # read the result (7 µs) — figures that look like latencies and mean nothing. The
+    # case's real figures go to --benchmark-json in extra_info either way; the table is
+    # shown only when --benchmark-verbose asks. (pytest-benchmark reads the option in its
+    # own pytest_configure, which runs last.)
+    if (config.getoption("benchmark_quiet", None) is False
+            and not config.getoption("benchmark_verbose", False)):
+        config.option.benchmark_quiet = True
     with engine_errors():
         opts = perf_options(config)
     progress = terminal_progress(config)

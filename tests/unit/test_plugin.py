@@ -5,6 +5,10 @@ tests/integration/test_collection.py, tests/integration/test_bad_profiles.py, te
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -117,3 +121,28 @@ def test_a_kind_of_every_case_is_empty_only_without_configs_or_concurrencies(kin
     # Latency and throughput are judged against the baseline at every case: no gate to add.
     reason = plugin.no_cases_reason("p", kind)
     assert reason == f"profile 'p' has no {kind} cases: the profile has no server config or concurrency"
+
+
+def _benchmark_run(tmp_path: Path, *args: str) -> str:
+    test = tmp_path / "test_bench.py"
+    test.write_text("def test_case(benchmark):\n"
+                    "    benchmark.extra_info['tpot_ms'] = 12.5\n"
+                    "    benchmark.pedantic(lambda: 1, rounds=1, iterations=1)\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "specperf.plugin", "-p", "no:cacheprovider",
+         "-q", str(test), "--benchmark-json", str(tmp_path / "bench.json"), *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_pytest_benchmarks_table_is_off_and_its_json_keeps_the_figures(tmp_path: Path) -> None:
+    # The table would time PerfSession.measure calls (the first case of a server measures
+    # them all), figures that read like latencies and mean nothing; extra_info is the data.
+    out = _benchmark_run(tmp_path)
+    assert "benchmark: 1 tests" not in out and "Name (time in" not in out
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["benchmarks"][0]["extra_info"] == {"tpot_ms": 12.5}
+    # Asked for, it is shown.
+    assert "Name (time in" in _benchmark_run(tmp_path, "--benchmark-verbose")

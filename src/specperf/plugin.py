@@ -610,7 +610,7 @@ class PerfRun:
             from specperf.analysis.advice import advise  # scipy: only runs with spec cases
 
             try:
-                advice = advise(run, self.session.baselines.baseline)
+                advice = advise(run, self.session.baselines.baseline, comparison=comparison)
                 terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup))
             except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
                 terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")

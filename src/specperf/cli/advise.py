@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.analysis.advice import advise
-from specperf.analysis.compare import as_run
+from specperf.analysis.compare import as_run, compare_runs
 from specperf.analysis.overhead_regression import DEFAULT_ACCEPTANCE_TOLERANCE, DEFAULT_TOLERANCE
 from specperf.cli import options
 from specperf.report.advice import advice_console
@@ -39,7 +39,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "config and concurrency: measured gain (no-spec TPOT / spec TPOT), gain predicted "
             "from the other k of the same draft, fitted cost ratio, break-even acceptance, "
             "best k' <= k and the crossover concurrency. With --baseline, also report overhead "
-            "regressions (acceptance unchanged, gain below prediction) and what moved."
+            "regressions (acceptance unchanged, gain below prediction, and a timing check of "
+            "the case a decided regression against that baseline) and what moved."
         ),
     )
     p.add_argument(
@@ -49,6 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--baseline", metavar="FILE", type=Path, default=None,
         help="a baseline or an earlier run file to look for overhead regressions against",
     )
+    options.add_history(p)
     p.add_argument(
         "--tolerance", metavar="T", type=float, default=DEFAULT_TOLERANCE,
         help=f"relative gain shortfall that counts (default {DEFAULT_TOLERANCE})",
@@ -74,10 +76,20 @@ def run(args: argparse.Namespace) -> int:
         )
     result = as_run(options.load(args.run), args.run)
     base = options.load(args.baseline) if args.baseline is not None else None
+    comparison = None
+    if base is not None:
+        # The findings are kept where the run's verdicts against this baseline back them,
+        # as in the run's own report (the same comparison as `specperf compare`).
+        judged = compare_runs(result, base, history=options.history(args, args.baseline))
+        comparison = judged if not judged.refusals else None
     advice = advise(
         result, base, tolerance=tol, acceptance_tolerance=acc_tol,
         baseline_name=str(args.baseline) if args.baseline is not None else None,
+        comparison=comparison,
     )
+    if base is not None and comparison is None:
+        advice.notes.append("the findings are not checked against verdicts: the comparison "
+                            "with this baseline was refused (`specperf compare` says why)")
     if args.json:
         sys.stdout.write(advice.model_dump_json(indent=2) + "\n")
         return options.EXIT_OK

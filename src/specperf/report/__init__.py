@@ -129,7 +129,8 @@ def write_all(
         from specperf.analysis.advice import advise  # scipy, as above
 
         advice = step("advice", lambda: advise(
-            run, baseline, baseline_name=baseline_label or run.baseline_path))
+            run, baseline, baseline_name=baseline_label or run.baseline_path,
+            comparison=comparison))
     if advice is not None:
         adv = advice
 

@@ -633,3 +633,24 @@ def test_published_figures_without_counters_still_give_gain_and_crossover() -> N
         cm.crossover_concurrency([(1, 43.1 / 25.5), (32, 57.3 / 56.6), (64, 75.1 / 96.9)])
     )
     assert 32 < cfg.crossover_concurrency < 64  # type: ignore[operator]
+
+
+def test_findings_are_kept_where_the_verdicts_back_them() -> None:
+    from specperf.analysis.compare import compare_runs
+    from specperf.report.synthetic import scale_latency
+
+    real = load_run("run-cpu-ci-k2.json")
+    slow = scale_latency(real, 1.6, cases=["draft-k2"])
+    cmp = compare_runs(slow, real)
+    kept = advise(slow, real, comparison=cmp)
+    assert {(f.config_id, f.concurrency) for f in kept.findings} == {("draft-k2", 1),
+                                                                     ("draft-k2", 2)}
+    # The same findings on a machine that was busy for draft-k2-c2: not measured, not kept.
+    busy = cmp.model_copy(update={"cases": [
+        cc.model_copy(update={"busy": "contended"}) if cc.case.id == "draft-k2-c2" else cc
+        for cc in cmp.cases]})
+    adv = advise(slow, real, comparison=busy)
+    assert [(f.config_id, f.concurrency) for f in adv.findings] == [("draft-k2", 1)]
+    assert any(n.startswith("not reported as overhead regressions: draft-k2-c2") for n in adv.notes)
+    # Nothing decided (the run against itself): no finding, whatever the point estimates.
+    assert advise(real, real, comparison=compare_runs(real, real)).findings == []

@@ -14,12 +14,15 @@ status, wall time, the outcome of every (gate, case, metric) check in D/run.json
   ``--baselines-dir``: each one kept in the baseline's history, even one with a flag.
 * ``inject``: first a baseline of ``--baseline-runs`` kept runs (those missing), recorded with
   ``--config`` behind the proxy at zero delay (its own cost must not count as the effect;
-  a zero-delay proxy run may be kept in a baseline); then ``--runs`` runs with the
-  per-chunk delay that raises that config's TPOT at its lowest concurrency by ``--effect``
-  (specperf.engine.proxy.delay_for_tpot on the kept trials, or with ``--size-on`` on the
-  given run files: a VM's speed can move between the baseline and now, and a delay sized on
-  a slower baseline is a larger slowdown on a faster machine). Per run: did the config FAIL
-  a check; which checks of other configs FAILed.
+  a zero-delay proxy run may be kept in a baseline); then ``--runs`` runs with that
+  config's decode stretched by ``--effect`` (SPECPERF_PROXY_STRETCH: every decode step that
+  fraction slower at whatever speed the machine runs). ``--inject delay`` uses a fixed
+  per-chunk delay instead, the one that raises the config's TPOT at its lowest concurrency
+  by ``--effect`` (specperf.engine.proxy.delay_for_tpot on the kept trials, or with
+  ``--size-on`` on the given run files) — a fixed number of milliseconds, so a larger
+  slowdown when the machine runs faster than when it was sized (the EPYC VM's speed moved by
+  a third between hours: docs/validation.md). Per run: did the config FAIL a check; which
+  checks of other configs FAILed.
 
 A warning is printed when the machine used more than ``--max-busy`` cores in the 2 s before a
 run. Output: a table, and benchmarks/results/DATE/one-verdict-MODE-PROFILE-TIME.json
@@ -54,7 +57,8 @@ OUTCOMES = ("pass", "fail", "inconclusive", "busy", "skip")
 #: What the quiet-run ratio divides by (issue #13: wall ≤ 1.15 × these).
 EXIT_MEANING = {0: "pass", 1: "FAIL", 2: "interrupted", 3: "write error", 4: "usage error",
                 5: "no tests", 6: "inconclusive", 7: "busy"}
-PROXY_ENV = ("SPECPERF_PROXY_DELAY_MS", "SPECPERF_PROXY_CONFIGS")
+PROXY_ENV = ("SPECPERF_PROXY_DELAY_MS", "SPECPERF_PROXY_DELAY_GROWTH_MS", "SPECPERF_PROXY_STRETCH",
+             "SPECPERF_PROXY_CONFIGS")
 # The burner's loop checks its parent now and then: killed with this script, it stops too.
 BURNER = ("import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n"
           "    for _ in range(100000):\n        pass\n")
@@ -303,9 +307,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
                                      "baseline: the config behind the reference proxy")
     p.add_argument("--effect", type=float, default=0.25, help="inject: relative TPOT rise")
     p.add_argument("--baseline-runs", type=int, default=3, help="inject: kept baseline runs")
+    p.add_argument("--inject", choices=("stretch", "delay"), default="stretch",
+                   help="inject: stretch the decode by --effect at any machine speed "
+                        "(default), or a fixed per-chunk delay sized as --effect")
     p.add_argument("--size-on", type=Path, action="append", default=None, metavar="RUN_JSON",
-                   help="inject: size the delay on these run files' TPOT (e.g. this hour's "
-                        "quiet runs' run.json) instead of the kept baseline's (repeatable)")
+                   help="inject delay: size the delay on these run files' TPOT (e.g. this "
+                        "hour's quiet runs' run.json) instead of the kept baseline's "
+                        "(repeatable)")
     p.add_argument("--reference-delay-ms", type=float, default=0.0,
                    help="inject: the proxy's delay while the baseline is recorded")
     p.add_argument("--max-busy", type=float, default=0.3,
@@ -358,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
                "SPECPERF_PROXY_CONFIGS": args.config} if args.config else {}
 
     def delay_env() -> tuple[dict[str, Any], dict[str, str]]:
+        if args.inject == "stretch":
+            print(f"stretch {args.effect:g} on {cfg}: its decode +{args.effect:.0%} at any "
+                  "machine speed", flush=True)
+            return ({"stretch": args.effect, "effect": args.effect},
+                    {"SPECPERF_PROXY_STRETCH": f"{args.effect:g}", "SPECPERF_PROXY_CONFIGS": cfg})
         if args.size_on:
             try:
                 runs = [load_result(path) for path in args.size_on]
@@ -383,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for name, phase, burn in names(todo):
             if cfg and not env:  # sized now if a baseline is already kept, else after it
-                sized = args.size_on or (base_file.exists() and todo[0][0] == "run")
+                sized = (args.inject == "stretch" or args.size_on
+                         or (base_file.exists() and todo[0][0] == "run"))
                 env = delay_env()[1] if sized else {
                     "SPECPERF_PROXY_DELAY_MS": "<sized from the baseline>",
                     "SPECPERF_PROXY_CONFIGS": cfg}

@@ -290,7 +290,8 @@ def perf_options(config: pytest.Config) -> PerfOptions:
     base_opt = config.getoption("--perf-baselines")
     models_opt = config.getoption("--perf-models-cache") or env.models_cache
     fault = (FaultInjection(env.proxy_delay_ms or 0.0, tuple(env.proxy_config_ids()),
-                            growth_ms_per_s=env.proxy_delay_growth_ms or 0.0)
+                            growth_ms_per_s=env.proxy_delay_growth_ms or 0.0,
+                            stretch=env.proxy_stretch or 0.0)
              if env.fault_injection else None)
     return PerfOptions(
         profile=profile,
@@ -549,9 +550,9 @@ class PerfRun:
         # A zero-delay proxy with no fault mode is the reference an injected run is judged
         # against (the proxy itself costs TPOT): it may be kept; any real fault may not.
         reference = (fault is not None and fault.delay_ms == 0 and not fault.modes
-                     and not fault.growth_ms_per_s)
+                     and not fault.growth_ms_per_s and not fault.stretch)
         if ps.options.update_baselines and fault is not None and not reference:
-            ps.say("specperf: fault injection (SPECPERF_PROXY_DELAY_MS) is on — baseline NOT updated")
+            ps.say("specperf: fault injection (SPECPERF_PROXY_*) is on — baseline NOT updated")
         elif ps.options.update_baselines and ctx.path is not None:
             regressions = comparison.regressions if comparison is not None else []
             if interrupted:

@@ -183,17 +183,23 @@ def test_dry_run_prints_each_mode_and_runs_nothing(tmp_path: Path) -> None:
             if "-m pytest" in ln]
     assert len(busy) == 2 and all(ln.startswith("[burner: one core]") and ln.endswith("-k c1")
                                   for ln in busy)
-    inject = [ln for ln in _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "2")
-              if "-m pytest" in ln]
+    inject = [ln for ln in _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "2",
+                                "--inject", "delay") if "-m pytest" in ln]
     assert [("--perf-update-baselines" in ln, ln.split()[0]) for ln in inject] == [
         (True, "SPECPERF_PROXY_DELAY_MS=0")] * 3 + [
         (False, "SPECPERF_PROXY_DELAY_MS='<sized")] * 2
     assert all("SPECPERF_PROXY_CONFIGS=draft-k2" in ln for ln in inject)
+    # By default the injection stretches the decode: the same fraction at any speed,
+    # nothing to size; the baseline runs go through the proxy at zero delay as before.
+    stretched = [ln for ln in _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "2")
+                 if "-m pytest" in ln]
+    assert [ln.split()[0] for ln in stretched] == ["SPECPERF_PROXY_DELAY_MS=0"] * 3 + [
+        "SPECPERF_PROXY_STRETCH=0.25"] * 2
 
 
 def test_dry_run_inject_sizes_the_delay_from_a_kept_baseline(tmp_path: Path) -> None:
     _kept_baseline(tmp_path / "baselines", [0.02, 0.02, 0.02])
-    out = _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "2",
+    out = _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "2", "--inject", "delay",
                "--baselines-dir", str(tmp_path / "baselines"))
     assert any(ln.startswith("delay 5.000 ms per chunk on draft-k2") for ln in out)
     runs = [ln for ln in out if "-m pytest" in ln]
@@ -210,7 +216,7 @@ def test_dry_run_inject_sizes_the_delay_on_the_runs_given_not_the_baseline(
                                make_case("draft-k2", 1, tpot_s=0.010, tokens=33)],
                               provenance=make_provenance(profile_name="cpu-ci")
                               ).model_dump_json())
-    out = _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "1",
+    out = _dry(tmp_path, "inject", "--config", "draft-k2", "--runs", "1", "--inject", "delay",
                "--baselines-dir", str(tmp_path / "baselines"), "--size-on", str(today))
     assert any(ln.startswith("delay 2.500 ms per chunk on draft-k2") and "--size-on" in ln
                for ln in out)
@@ -223,7 +229,8 @@ def test_a_size_on_file_that_is_not_a_run_is_named(tmp_path: Path) -> None:
     bad.write_text("{}")
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "inject", "--profile", str(CPU_CI_PROFILE), "--dry-run",
-         "--config", "draft-k2", "--work", str(tmp_path / "work"), "--size-on", str(bad)],
+         "--config", "draft-k2", "--inject", "delay", "--work", str(tmp_path / "work"),
+         "--size-on", str(bad)],
         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

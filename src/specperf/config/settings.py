@@ -60,6 +60,11 @@ class Settings(BaseSettings):
         None, ge=0.0, validation_alias=AliasChoices("SPECPERF_PROXY_DELAY_GROWTH_MS"))
     """The proxy's delay rises by this many ms per second it runs (a delay that grows over a
     soak; implies the proxy, from SPECPERF_PROXY_DELAY_MS or 0)."""
+    proxy_stretch: float | None = Field(None, ge=0.0,
+                                        validation_alias=AliasChoices("SPECPERF_PROXY_STRETCH"))
+    """Send the load through a proxy that stretches each stream's decode by this fraction
+    (0.25: every decode step 25 % slower, whatever the machine's speed; implies the proxy,
+    adding to SPECPERF_PROXY_DELAY_MS if both are set)."""
     proxy_configs: str | None = _env("SPECPERF_PROXY_CONFIGS")
     """Comma-separated server config ids the proxy applies to (default: every spec config)."""
 
@@ -100,7 +105,8 @@ class Settings(BaseSettings):
     def fault_injection(self) -> bool:
         # 0 counts: a zero-delay proxy is the reference an injected run is compared with
         # (docs/validation.md, "Injected regression": the proxy itself costs TPOT).
-        return self.proxy_delay_ms is not None or self.proxy_delay_growth_ms is not None
+        return (self.proxy_delay_ms is not None or self.proxy_delay_growth_ms is not None
+                or self.proxy_stretch is not None)
 
     def cache_root(self) -> Path:
         """SPECPERF_CACHE_DIR, else specperf's directory in the user's cache."""
@@ -121,6 +127,7 @@ class SettingsError(ValueError):
 _EXPECTED = {
     "SPECPERF_PROXY_DELAY_MS": "a number of milliseconds ≥ 0 (e.g. 20), or unset",
     "SPECPERF_PROXY_DELAY_GROWTH_MS": "milliseconds per second ≥ 0 (e.g. 0.5), or unset",
+    "SPECPERF_PROXY_STRETCH": "a fraction ≥ 0 of each stream's decode time (e.g. 0.25), or unset",
     "SPECPERF_COMPILE_CACHE": "1 (keep vLLM's compile cache between runs) or 0, or unset",
 }
 

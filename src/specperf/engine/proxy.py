@@ -32,6 +32,17 @@ Use::
 
 In a perf run, SPECPERF_PROXY_DELAY_MS puts it in front of the spec servers (docs/validation.md).
 
+A slowdown relative to the machine's speed
+------------------------------------------
+``stretch`` (a fraction) re-times the decode instead: a text chunk that arrives ``t``
+seconds after the stream's first is forwarded no earlier than ``(1 + stretch) * t`` after
+it, so E2E − TTFT, and TPOT with it, grow by that fraction whatever the machine's speed —
+a server whose every decode step got that much slower; TTFT is unchanged. A fixed delay
+is a fixed number of milliseconds, so the same delay is a larger slowdown on a faster
+machine: the EPYC VM of docs/validation.md ran a 16.4 ms-per-chunk injection sized as
++25 % at +44 % hours later, and one re-sized as +25 % at +18 % an hour after that. In a
+perf run SPECPERF_PROXY_STRETCH sets it.
+
 A delay that grows
 ------------------
 ``growth_s_per_s`` makes the delay rise with time: a stream that starts ``t`` seconds
@@ -143,12 +154,15 @@ def _fault_response(fault: str | None, request: web.Request) -> web.Response | N
 
 def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
              timeout_s: float = 3600.0, fault: str | None = None,
-             growth_s_per_s: float = 0.0) -> web.Application:
+             growth_s_per_s: float = 0.0, stretch: float = 0.0) -> web.Application:
     """The proxy as an aiohttp application (forwards to ``target``, a base URL), playing
     the stand-in ``fault`` if one is given; with ``growth_s_per_s`` the per-chunk delay
-    of a stream rises by that much per second since the app was made."""
+    of a stream rises by that much per second since the app was made; with ``stretch``
+    each stream's decode takes that fraction longer."""
     if delay_s < 0:
         raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+    if stretch < 0:
+        raise ValueError(f"stretch must be >= 0, got {stretch}")
     if growth_s_per_s < 0:
         raise ValueError(f"growth_s_per_s must be >= 0, got {growth_s_per_s}")
     born = time.perf_counter()
@@ -192,7 +206,8 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
             await resp.prepare(request)
             delay = delay_s + growth_s_per_s * (time.perf_counter() - born)
             await _retime(upstream, resp, delay, stats,
-                          stall_after=STALL_AFTER_CHUNKS if fault == "stall" else None)
+                          stall_after=STALL_AFTER_CHUNKS if fault == "stall" else None,
+                          stretch=stretch)
             await resp.write_eof()
             return resp
 
@@ -204,10 +219,12 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
 
 
 async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
-                  delay_s: float, stats: ProxyStats, stall_after: int | None = None) -> None:
-    """Forward SSE events, the k-th text event no earlier than arrival + (k + 1) * delay;
-    with ``stall_after``, stop forwarding after that many text events and hold the
-    stream open until the client gives up."""
+                  delay_s: float, stats: ProxyStats, stall_after: int | None = None,
+                  stretch: float = 0.0) -> None:
+    """Forward SSE events, the k-th text event no earlier than arrival + (k + 1) * delay
+    and, with ``stretch``, than first + (1 + stretch) * (arrival - first), the first text
+    event's arrival; with ``stall_after``, stop forwarding after that many text events and
+    hold the stream open until the client gives up."""
     queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
 
     async def reader() -> None:
@@ -230,6 +247,7 @@ async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
     task = asyncio.create_task(reader())
     k = 0
     not_before = 0.0
+    first: float | None = None
     try:
         while (item := await queue.get()) is not None:
             arrived, event = item
@@ -238,10 +256,14 @@ async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
                 stall_after -= 1
                 if stall_after < 0:
                     await asyncio.Event().wait()  # never set: the client's timeout ends it
-            if delay_s and _is_text_event(event):
-                k += 1
+            if (delay_s or stretch) and _is_text_event(event):
                 stats.delayed_chunks += 1
-                not_before = max(not_before, arrived + k * delay_s)
+                if delay_s:
+                    k += 1
+                    not_before = max(not_before, arrived + k * delay_s)
+                if stretch:
+                    first = arrived if first is None else first
+                    not_before = max(not_before, first + (1 + stretch) * (arrived - first))
             wait = not_before - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -260,12 +282,14 @@ class DelayProxy(LoopbackApp):
     """
 
     def __init__(self, target: str, delay_s: float, port: int = 0,
-                 fault: str | None = None, growth_s_per_s: float = 0.0) -> None:
+                 fault: str | None = None, growth_s_per_s: float = 0.0,
+                 stretch: float = 0.0) -> None:
         self.target = target.rstrip("/")
         self.delay_s = delay_s
         self.fault = fault
         self.growth_s_per_s = growth_s_per_s
+        self.stretch = stretch
         self.stats = ProxyStats()
         super().__init__(make_app(self.target, delay_s, self.stats, fault=fault,
-                                  growth_s_per_s=growth_s_per_s), port=port,
+                                  growth_s_per_s=growth_s_per_s, stretch=stretch), port=port,
                          name="specperf-delay-proxy")

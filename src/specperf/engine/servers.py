@@ -72,6 +72,9 @@ class FaultInjection:
     #: SPECPERF_PROXY_DELAY_GROWTH_MS: the delay rises by this many ms per second of the
     #: proxy's life (the soak's growing-delay stand-in, specperf.engine.proxy).
     growth_ms_per_s: float = 0.0
+    #: SPECPERF_PROXY_STRETCH: each stream's decode takes this fraction longer, whatever
+    #: the machine's speed (specperf.engine.proxy).
+    stretch: float = 0.0
 
     def applies_to(self, config_id: str, is_spec: bool) -> bool:
         return config_id in self.config_ids if self.config_ids else is_spec
@@ -322,10 +325,13 @@ class ServerPool:
                 proxy.stop()
             delay_s = fault.delay_ms / 1000 if delayed else 0.0
             growth = fault.growth_ms_per_s / 1000 if delayed else 0.0
+            stretch = fault.stretch if delayed else 0.0
             proxy = DelayProxy(server.base_url, delay_s, fault=mode,
-                               growth_s_per_s=growth).start()
+                               growth_s_per_s=growth, stretch=stretch).start()
             self.proxies[server.config_id] = proxy
             what = f"fault {mode!r}" if mode else f"+{fault.delay_ms:g} ms/chunk"
+            if stretch:
+                what += f", decode +{stretch:.0%}"
             if growth:
                 what += f", rising {fault.growth_ms_per_s:g} ms/chunk per second"
             self.say(f"specperf: FAULT INJECTION: {server.config_id} load via "

@@ -49,3 +49,21 @@ def test_a_delay_growth_alone_turns_the_proxy_on(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SPECPERF_PROXY_DELAY_GROWTH_MS", "2.5")
     env = specperf_settings.current()
     assert env.fault_injection and env.proxy_delay_growth_ms == 2.5 and env.proxy_delay_ms is None
+
+
+@pytest.mark.parametrize("value", ["abc", "-0.1", "nan", "inf", "25%"])
+def test_bad_proxy_stretch_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("SPECPERF_PROXY_STRETCH", value)
+    with pytest.raises(SettingsError) as err:
+        specperf_settings.current()
+    msg = str(err.value)
+    assert f"SPECPERF_PROXY_STRETCH={value!r}" in msg
+    assert "fix: set it to a fraction ≥ 0 of each stream's decode time" in msg
+
+
+def test_a_stretch_alone_turns_the_proxy_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECPERF_PROXY_DELAY_MS", raising=False)
+    monkeypatch.delenv("SPECPERF_PROXY_DELAY_GROWTH_MS", raising=False)
+    monkeypatch.setenv("SPECPERF_PROXY_STRETCH", "0.25")
+    env = specperf_settings.current()
+    assert env.fault_injection and env.proxy_stretch == 0.25 and env.proxy_delay_ms is None

@@ -92,10 +92,11 @@ class _Simulated:
 
 
 def _retime(batches: list[tuple[float, bytes]], delay_s: float,
-            monkeypatch: pytest.MonkeyPatch) -> tuple[_Simulated, ProxyStats]:
+            monkeypatch: pytest.MonkeyPatch, stretch: float = 0.0
+            ) -> tuple[_Simulated, ProxyStats]:
     sim = _Simulated(batches, monkeypatch)
     stats = ProxyStats()
-    asyncio.run(proxy._retime(sim, sim, delay_s, stats))  # type: ignore[arg-type]
+    asyncio.run(proxy._retime(sim, sim, delay_s, stats, stretch=stretch))  # type: ignore[arg-type]
     return sim, stats
 
 
@@ -119,6 +120,27 @@ def test_each_chunk_is_delayed_from_its_own_arrival(monkeypatch: pytest.MonkeyPa
     sim, stats = _retime([(0.0, _text(1)), (10.0, _text(2) + USAGE + DONE)], d, monkeypatch)
     assert [t for t, _ in sim.sent] == [d, 10.0 + 2 * d, 10.0 + 2 * d, 10.0 + 2 * d]
     assert stats.delayed_chunks == 2
+
+
+def test_a_stretch_slows_the_decode_by_its_fraction_at_any_speed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks one step apart leave (1 + stretch) steps apart after the first, which is not
+    held back: TTFT as it was, E2E − TTFT (and TPOT) +50 % — on a server twice as fast
+    too, where a fixed delay would be twice the slowdown."""
+    for step in (1.0, 0.5):
+        arrivals = [(i * step, _text(i + 1)) for i in range(4)]
+        arrivals[-1] = (3 * step, _text(4) + USAGE + DONE)
+        sim, stats = _retime(arrivals, 0.0, monkeypatch, stretch=0.5)
+        sent = [t for t, _ in sim.sent]
+        assert sent == pytest.approx([0.0, 1.5 * step, 3.0 * step, 4.5 * step, 4.5 * step,
+                                      4.5 * step])
+        assert (sent[3] - sent[0]) / (3 * step) == pytest.approx(1.5)
+        assert stats.delayed_chunks == 4
+
+
+def test_a_negative_stretch_is_refused() -> None:
+    with pytest.raises(ValueError, match="stretch must be >= 0"):
+        proxy.make_app("http://127.0.0.1:1", 0.0, stretch=-0.1)
 
 
 def test_zero_delay_never_waits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,7 +132,9 @@ def _benchmark_run(tmp_path: Path, *args: str) -> str:
         [sys.executable, "-m", "pytest", "-p", "specperf.plugin", "-p", "no:cacheprovider",
          "-q", str(test), "--benchmark-json", str(tmp_path / "bench.json"), *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+        # Not an xdist worker's (PYTEST_XDIST_WORKER turns pytest-benchmark off in the child).
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+             "PYTHONPATH": str(REPO_ROOT / "src")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

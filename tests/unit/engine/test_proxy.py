@@ -197,9 +197,9 @@ def test_a_growing_delay_rises_with_the_proxys_age(monkeypatch: pytest.MonkeyPat
     given: list[float] = []
     original = proxy._retime
 
-    async def recording(upstream, resp, delay_s, stats, stall_after=None):  # type: ignore[no-untyped-def]
+    async def recording(upstream, resp, delay_s, stats, stall_after=None, stretch=0.0):  # type: ignore[no-untyped-def]
         given.append(delay_s)
-        await original(upstream, resp, 0.0, stats, stall_after=stall_after)
+        await original(upstream, resp, 0.0, stats, stall_after=stall_after, stretch=stretch)
 
     monkeypatch.setattr(proxy, "_retime", recording)
     with CalibrationServer(CalibrationConfig(chunks=3)) as srv, \

@@ -34,14 +34,18 @@ def test_empty_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert specperf_settings.current().proxy_delay_ms is None
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf"])
-def test_bad_delay_growth_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv("SPECPERF_PROXY_DELAY_GROWTH_MS", value)
+@pytest.mark.parametrize(("variable", "fix"), [
+    ("SPECPERF_PROXY_DELAY_GROWTH_MS", "fix: set it to milliseconds per second ≥ 0"),
+    ("SPECPERF_PROXY_STRETCH", "fix: set it to a fraction ≥ 0 of each stream's decode time"),
+])
+@pytest.mark.parametrize("value", ["abc", "-1", "-0.1", "nan", "inf", "25%"])
+def test_bad_proxy_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch, variable: str,
+                                              fix: str, value: str) -> None:
+    monkeypatch.setenv(variable, value)
     with pytest.raises(SettingsError) as err:
         specperf_settings.current()
     msg = str(err.value)
-    assert f"SPECPERF_PROXY_DELAY_GROWTH_MS={value!r}" in msg
-    assert "fix: set it to milliseconds per second ≥ 0" in msg
+    assert f"{variable}={value!r}" in msg and fix in msg
 
 
 def test_a_delay_growth_alone_turns_the_proxy_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,16 +53,6 @@ def test_a_delay_growth_alone_turns_the_proxy_on(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SPECPERF_PROXY_DELAY_GROWTH_MS", "2.5")
     env = specperf_settings.current()
     assert env.fault_injection and env.proxy_delay_growth_ms == 2.5 and env.proxy_delay_ms is None
-
-
-@pytest.mark.parametrize("value", ["abc", "-0.1", "nan", "inf", "25%"])
-def test_bad_proxy_stretch_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv("SPECPERF_PROXY_STRETCH", value)
-    with pytest.raises(SettingsError) as err:
-        specperf_settings.current()
-    msg = str(err.value)
-    assert f"SPECPERF_PROXY_STRETCH={value!r}" in msg
-    assert "fix: set it to a fraction ≥ 0 of each stream's decode time" in msg
 
 
 def test_a_stretch_alone_turns_the_proxy_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     ref_env = {"SPECPERF_PROXY_DELAY_MS": f"{args.reference_delay_ms:g}",
                "SPECPERF_PROXY_CONFIGS": args.config} if args.config else {}
 
-    def delay_env() -> tuple[dict[str, Any], dict[str, str]]:
+    def injection_env() -> tuple[dict[str, Any], dict[str, str]]:
         if args.inject == "stretch":
             print(f"stretch {args.effect:g} on {cfg}: its decode +{args.effect:.0%} at any "
                   "machine speed", flush=True)
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             if cfg and not env:  # sized now if a baseline is already kept, else after it
                 sized = (args.inject == "stretch" or args.size_on
                          or (base_file.exists() and todo[0][0] == "run"))
-                env = delay_env()[1] if sized else {
+                env = injection_env()[1] if sized else {
                     "SPECPERF_PROXY_DELAY_MS": "<sized from the baseline>",
                     "SPECPERF_PROXY_CONFIGS": cfg}
             print(("[burner: one core] " if burn else "") + show(pytest_cmd(
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, phase, burn in names(todo):
             if cfg and phase == "run" and not env:
-                doc["delay"], env = delay_env()
+                doc["delay"], env = injection_env()
             rec = run_once(args, name, phase, baselines, ref_env if phase == "baseline" else env,
                            update=phase == "baseline", burn=burn)
             if cfg and phase == "run":

@@ -547,11 +547,7 @@ class PerfRun:
             # 7 machine busy; docs/how-a-run-works.md), as `specperf compare` exits.
             session.exitstatus = exit_status(c.outcome for c in run.checks)
         fault = ps.options.fault
-        # A zero-delay proxy with no fault mode is the reference an injected run is judged
-        # against (the proxy itself costs TPOT): it may be kept; any real fault may not.
-        reference = (fault is not None and fault.delay_ms == 0 and not fault.modes
-                     and not fault.growth_ms_per_s and not fault.stretch)
-        if ps.options.update_baselines and fault is not None and not reference:
+        if ps.options.update_baselines and fault is not None and not fault.is_reference:
             ps.say("specperf: fault injection (SPECPERF_PROXY_*) is on — baseline NOT updated")
         elif ps.options.update_baselines and ctx.path is not None:
             regressions = comparison.regressions if comparison is not None else []

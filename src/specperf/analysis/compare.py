@@ -942,9 +942,9 @@ def _machine_moved(result: RunComparison, run: Provenance, base: Provenance,
     changed (same vLLM and torch): no-spec runs no draft, so what moved it is the machine —
     a VM's host can run it tens of percent faster or slower from one day to the next (the
     EPYC VM of docs/validation.md ran cpu-tiny's no-spec at a 34 % lower TPOT on 2026-12-03
-    than when its baseline was kept, hours before). The verdicts stay what the numbers say; the note tells
-    the reader that this run's other absolute timing changes may be the machine's too, and
-    which figures are not."""
+    than when its baseline was kept, hours before). The verdicts stay what the numbers say;
+    the note tells the reader that this run's other absolute timing changes may be the
+    machine's too, and which figures are not."""
     if run.vllm_version != base.vllm_version or run.torch_version != base.torch_version:
         return None  # an upgrade may move no-spec itself
     tpot = rules.rule("tpot").name

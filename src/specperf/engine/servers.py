@@ -76,6 +76,14 @@ class FaultInjection:
     #: the machine's speed (specperf.engine.proxy).
     stretch: float = 0.0
 
+    @property
+    def is_reference(self) -> bool:
+        """A proxy that only forwards: no delay, growth, stretch or fault mode. Its run is
+        the reference an injected run is judged against (the proxy itself costs TPOT), so
+        it may be kept in a baseline; any real fault may not."""
+        return (self.delay_ms == 0 and not self.modes and not self.growth_ms_per_s
+                and not self.stretch)
+
     def applies_to(self, config_id: str, is_spec: bool) -> bool:
         return config_id in self.config_ids if self.config_ids else is_spec
 

@@ -122,18 +122,20 @@ class TrialRunner:
                 # The server is warm after the first attempt: warm-up requests only once.
                 return measure(warmup and n == 0)
 
+        def contended(trial: Trial, then: str) -> None:
+            self.say(f"specperf: {what} ran under outside CPU load {trial.outside_cores:.2f} "
+                     f"cores (limit {limit:g}){then}")
+
         def discarded(trial: Trial, n: int) -> None:
             # Known only once it ran: the whole attempt, its warm-up too, was for nothing.
             self.clock.recharge(attempts[-1], REMEASURES)
-            self.say(f"specperf: {what} ran under outside CPU load {trial.outside_cores:.2f} "
-                     f"cores (limit {limit:g}): measuring it again ({n}/{retries})")
+            contended(trial, f": measuring it again ({n}/{retries})")
 
         trial = contention.measure_guarded(attempt, limit, retries, on_discard=discarded,
                                            known_busy=lambda: self.waiter.busy)
         if trial.contended and len(trial.remeasured_outside_cores) < retries:
-            self.say(f"specperf: {what} ran under outside CPU load {trial.outside_cores:.2f} "
-                     f"cores (limit {limit:g}), and the machine has stayed busy since a wait "
-                     "ran out: kept as measured, its timing checks not measured (busy)")
+            contended(trial, ", and the machine has stayed busy since a wait ran out: kept "
+                             "as measured, its timing checks not measured (busy)")
         if waits:
             trial = trial.model_copy(update={"busy_wait_s": sum(waits)})
         return trial

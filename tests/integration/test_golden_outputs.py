@@ -22,7 +22,8 @@ profile collects test_context_length and test_categories — spec configs with t
 else one skipped no-cases item — the run schema gained scenarios' optional segments and
 the scenario kinds and gates context_length and categories, and the help lists
 fetch-specbench, #16; the compare rules gained acceptance_exact, false for a profile
-sampled at temperature > 0, #17).
+sampled at temperature > 0, #17; the run schema's metric keys gained tpot_vs_nospec, the
+TPOT gain against the baseline with a rule of its own, #13).
 """
 
 from __future__ import annotations

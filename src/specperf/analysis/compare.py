@@ -66,6 +66,7 @@ from specperf.analysis.stats import (
     replicated,
 )
 from specperf.analysis.verdict import TIMING_METRIC_KEYS, exit_status, outcome_of
+from specperf.config.rules import RELATIVE_TPOT
 from specperf.schemas import (
     DEFAULT_BUDGETS,
     Acceptance,
@@ -124,7 +125,7 @@ class _Model(BaseModel):
 class MetricDetail(_Model):
     """What a Comparison alone does not say: unit, sample kind and spread."""
 
-    key: MetricKey | Literal["tpot_gain", "tpot_vs_nospec"]
+    key: MetricKey | Literal["tpot_gain"]
     unit: str
     samples: SampleKind = Field(description="what one sample was")
     baseline_spread: float | None = Field(
@@ -461,10 +462,10 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
         add(comparison, MetricDetail(key="tpot_gain", unit="×", samples=kind,  # type: ignore[arg-type]
                                      note=f"paired with {len(paired.trials)} no-spec trials of "
                                           "the same run; baseline column = the floor"))
-        if base_paired is not None and base is not None:
+        if base_paired is not None and base is not None and rules.rule(RELATIVE_TPOT).enabled:
             comparison, kind = gain_vs_baseline(cur, paired, base, base_paired, rules,
                                                 earlier_paired, spreads)
-            add(comparison, MetricDetail(key="tpot_vs_nospec", unit="", samples=kind,  # type: ignore[arg-type]
+            add(comparison, MetricDetail(key=RELATIVE_TPOT, unit="", samples=kind,
                                          note="spec TPOT / the same run's no-spec TPOT "
                                               "(1 / gain), against the baseline's"))
     if base is None:

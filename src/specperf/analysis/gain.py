@@ -8,10 +8,11 @@ Two checks, both on the no-spec trials interleaved with the case's own in the sa
   must be significantly above a floor that holds on any hardware where speculation is
   meant to pay (1.0: "not slower"). PASS when the bootstrap interval of the gain lies
   wholly above the floor, FAIL when wholly below it, INCONCLUSIVE between.
-* :func:`gain_vs_baseline` — *this hardware*: the gain may not drop by more than the TPOT
-  rule's minimum effect against the gain kept in this hardware's baseline. Compared on
-  the spec TPOT relative to the same run's no-spec TPOT ("TPOT vs no-spec" = 1 / gain),
-  by :func:`specperf.analysis.stats.compare_samples`, like any latency.
+* :func:`gain_vs_baseline` — *this hardware*: the gain may not drop by more than the
+  minimum effect of ``[compare.metrics.tpot_vs_nospec]`` (unset: the TPOT rule's) against
+  the gain kept in this hardware's baseline. Compared on the spec TPOT relative to the same
+  run's no-spec TPOT ("TPOT vs no-spec" = 1 / gain), by
+  :func:`specperf.analysis.stats.compare_samples`, like any latency.
 
 Samples are per trial when both sides have ``min_trials`` trials, else per request
 (which understates run-to-run drift; the reason says so). When the two sides ran
@@ -36,7 +37,7 @@ from specperf.analysis.samples import (
     relative_tpot,
     starts_of,
 )
-from specperf.analysis.spread import RELATIVE_KEY, KeptSpreads, own_spread, spread_args
+from specperf.analysis.spread import KeptSpreads, own_spread, spread_args
 from specperf.analysis.stats import (
     Comparison,
     Direction,
@@ -45,6 +46,7 @@ from specperf.analysis.stats import (
     ratio_ci,
     replicated,
 )
+from specperf.config.rules import RELATIVE_TPOT
 from specperf.schemas import CaseResult, CompareRules
 
 __all__ = ["GAIN_METRIC", "RELATIVE_METRIC", "gain_vs_baseline", "gain_vs_floor", "split_starts"]
@@ -139,7 +141,8 @@ def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult
                      earlier: Sequence[tuple[CaseResult, CaseResult]] = (),
                      spreads: KeptSpreads | None = None) -> tuple[Comparison, str]:
     """The case's TPOT relative to its paired no-spec, against the baseline's: a rise
-    beyond the TPOT rule's minimum effect is the gain dropping on this hardware.
+    beyond the minimum effect of the TPOT-vs-no-spec rule is the gain dropping on this
+    hardware.
 
     ``earlier``: the (spec, paired no-spec) of the baseline's kept runs, newest first. Their
     relative values join the baseline's and the spread of the runs' centres widens the
@@ -147,7 +150,7 @@ def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult
     each run's spec server start has its own offset, which one run cannot show.
     ``spreads``: that spread moderated by the baseline's other cases
     (:mod:`specperf.analysis.spread`); without it, the case's own kept runs'."""
-    rule = rules.rule("tpot")
+    rule = rules.rule(RELATIVE_TPOT)
     runs = [(base_spec, base_nospec), *earlier][: rules.baseline_runs]
     by_trial = min(len(spec.trials), len(nospec.trials),
                    *(min(len(s.trials), len(n.trials)) for s, n in runs)) >= rules.min_trials
@@ -155,7 +158,7 @@ def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult
     base_runs = [relative_tpot(s, n, by_trial) for s, n in runs]
     base = [v for values in base_runs for v in values]
     spread = (spreads or KeptSpreads()).for_case(
-        RELATIVE_KEY, kind, base_spec.case.id,
+        RELATIVE_TPOT, kind, base_spec.case.id,
         own_spread(base_runs, statistic="median", kind=kind))
 
     def once(s: CaseResult, n: CaseResult, n_starts: int = 1) -> Comparison:

@@ -202,10 +202,18 @@ def overhead_findings(
                 nospec_tpot_ms_current=p.nospec_tpot,
                 separable=sep,
                 message=_finding_message(p, b, predicted, max_delta, tolerance,
-                                         acceptance_tolerance, moved, cb, cc, sep),
+                                         acceptance_tolerance, moved, cb, cc, sep,
+                                         _same_vllm(run, baseline)),
             )
         )
     return findings
+
+
+def _same_vllm(run: RunResult, baseline: RunResult | Baseline) -> str | None:
+    """The vLLM version both sides ran, when it is known and the same: then a step that got
+    slower is not a vLLM release's doing, and the finding must not say it is."""
+    mine, theirs = run.provenance.vllm_version, baseline.provenance.vllm_version
+    return mine if mine and mine == theirs else None
 
 
 def _rel(new: float, old: float) -> str:
@@ -214,7 +222,7 @@ def _rel(new: float, old: float) -> str:
 
 def _finding_message(
     p: SpecPoint, b: SpecPoint, predicted: float, max_delta: float, tol: float, acc_tol: float,
-    moved: str, cb: _Costs, cc: _Costs, sep: bool,
+    moved: str, cb: _Costs, cc: _Costs, sep: bool, same_vllm: str | None = None,
 ) -> str:
     head = (
         f"overhead regression in {p.config_id} at c={p.concurrency}: measured gain "
@@ -239,15 +247,15 @@ def _finding_message(
         )
     )
     plain = f"no-spec TPOT {b.nospec_tpot:.1f} → {p.nospec_tpot:.1f} ms"
-    if moved == "drafting":
-        verdict = (
-            f" vLLM got slower at drafting, not worse at accepting: {draft}; {verify}; {plain}."
-        )
+    side = "drafting" if moved == "drafting" else "verifying (the target-side step)"
+    if same_vllm is None:
+        who = f" vLLM got slower at {side}, not worse at accepting: "
     else:
-        verdict = (
-            f" vLLM got slower at verifying (the target-side step), not worse at accepting: "
-            f"{verify}; {draft}; {plain}."
-        )
+        who = (f" The step got slower at {side} with the same vLLM {same_vllm} on both sides, "
+               "so not a vLLM release's doing (the draft, the serving setup or the machine), "
+               "and not worse at accepting: ")
+    parts = (draft, verify) if moved == "drafting" else (verify, draft)
+    verdict = f"{who}{parts[0]}; {parts[1]}; {plain}."
     if not sep:
         verdict += (
             " (With one k of this draft per run the verification step is taken to be the "

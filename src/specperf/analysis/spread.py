@@ -35,18 +35,15 @@ from specperf.analysis.samples import (
     relative_tpot,
 )
 from specperf.analysis.stats import moderated_spreads
+from specperf.config.rules import RELATIVE_TPOT
 from specperf.schemas import Baseline, CaseResult, CompareRules, RunResult
 
-__all__ = ["RELATIVE_KEY", "KeptSpreads", "SampleKind", "Spread", "kept_spreads", "own_spread",
+__all__ = ["KeptSpreads", "SampleKind", "Spread", "kept_spreads", "own_spread",
            "spread_args"]
 
 #: What the spread is of: per-request values, per-trial values, or each run's mean (the
 #: throughput budget rule, one value a trial).
 SampleKind = Literal["requests", "trials", "means"]
-
-#: The key of "TPOT vs no-spec" (spec TPOT / the same run's no-spec TPOT) among the spreads.
-RELATIVE_KEY = "tpot_vs_nospec"
-
 
 class Spread(NamedTuple):
     """A server start's spread (log scale, ~ relative SD) and what it was estimated from."""
@@ -78,7 +75,7 @@ def spread_args(spread: Spread | None, baseline_runs: int) -> dict[str, float | 
 
 def _statistic(rules: CompareRules, key: str, kind: SampleKind) -> Literal["median", "mean"]:
     """The centre the comparison uses for this metric and kind of sample."""
-    if key == RELATIVE_KEY:
+    if key == RELATIVE_TPOT:
         return "median"
     declared = rules.rule(key).statistic  # type: ignore[arg-type]
     if declared in ("median", "mean"):
@@ -125,7 +122,7 @@ def kept_spreads(baseline: RunResult | Baseline, history: Sequence[RunResult | B
             pairs = [(base, paired), *earlier_pairs(base, baseline, history)]
             pairs = pairs[: rules.baseline_runs]
             for kind, by_trial in (("requests", False), ("trials", True)):
-                add(RELATIVE_KEY, kind, cid,  # type: ignore[arg-type]
+                add(RELATIVE_TPOT, kind, cid,  # type: ignore[arg-type]
                     [relative_tpot(s, n, by_trial) for s, n in pairs])
     by_case: dict[tuple[str, SampleKind, str], Spread] = {}
     for (key, kind), cases in groups.items():

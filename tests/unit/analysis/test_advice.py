@@ -495,6 +495,24 @@ def test_draft_cost_doubled_is_drafting() -> None:
     assert "measure a second k" in f.message
 
 
+def test_a_finding_blames_vllm_only_when_the_two_sides_ran_different_vllms() -> None:
+    """The same vLLM on both sides (what the make_run machine records): the step got slower
+    for some other reason — the finding says so instead of "vLLM got slower"."""
+    base = _world(t={1: 100.0}, d={1: 10.0}, ks=(3,))
+    cur = _world(t={1: 100.0}, d={1: 20.0}, ks=(3,))
+    version = cur.provenance.vllm_version
+    assert version and version == base.provenance.vllm_version
+    (same,) = overhead_findings(cur, base)
+    assert f"slower at drafting with the same vLLM {version} on both sides" in same.message
+    assert "not a vLLM release's doing" in same.message and "vLLM got slower" not in same.message
+    upgraded = cur.model_copy(update={"provenance": cur.provenance.model_copy(
+        update={"vllm_version": "0.99.0"})})
+    (other,) = overhead_findings(upgraded, base)
+    assert "vLLM got slower at drafting, not worse at accepting" in other.message
+    # The figures are the same; only who is named differs.
+    assert same.message.split("accepting: ")[1] == other.message.split("accepting: ")[1]
+
+
 def test_verification_step_slower_is_verification() -> None:
     # Verifying got 30 % slower (o: 0 → 30 ms per step at t = 100), drafting unchanged,
     # plain decoding unchanged; k = 1, 2, 3 let the fit tell the two apart.

@@ -4,6 +4,7 @@ hardware's baseline gain."""
 from __future__ import annotations
 
 from specperf.analysis.aggregate import case_result
+from specperf.analysis.compare import compare_cases
 from specperf.analysis.gain import GAIN_METRIC, RELATIVE_METRIC, gain_vs_baseline, gain_vs_floor
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import ServerConfig
@@ -79,6 +80,41 @@ def test_the_gain_may_not_drop_beyond_the_tpot_minimum_effect_against_the_baseli
                                   *base, rules)
     assert dropped.verdict is Verdict.REGRESSION
     assert "gain 1.50× in the baseline → 1.15×" in dropped.reason
+
+
+def test_the_drop_against_the_baseline_has_its_own_rule_which_follows_tpot_unset() -> None:
+    """[compare.metrics.tpot_vs_nospec] decides the gain against the baseline; unset it
+    takes the TPOT rule's minimum effect, so a profile written before it judges the same."""
+    base = _case("ngram-k3", _tpots(20.0)), _case("nospec", _tpots(30.0))
+    cur = _case("ngram-k3", _tpots(23.0)), _case("nospec", _tpots(30.0))  # +15 %
+
+    def judged(metrics: dict) -> Verdict:
+        rules = CompareRules.model_validate({"metrics": metrics})
+        return gain_vs_baseline(*cur, *base, rules)[0].verdict
+
+    assert judged({}) is Verdict.REGRESSION  # TPOT's 5 %
+    assert judged({"tpot": {"min_effect": 0.3}}) is Verdict.UNCHANGED  # followed
+    assert judged({"tpot": {"min_effect": 0.3},
+                   "tpot_vs_nospec": {"min_effect": 0.05}}) is Verdict.REGRESSION
+    assert judged({"tpot_vs_nospec": {"min_effect": 0.3}}) is Verdict.UNCHANGED
+    # The TPOT rule's own verdicts do not read it.
+    rules = CompareRules.model_validate({"metrics": {"tpot_vs_nospec": {"min_effect": 0.3}}})
+    assert rules.rule("tpot").min_effect == 0.05
+
+
+def test_switching_tpot_vs_nospec_off_keeps_the_gain_against_its_floor() -> None:
+    base, base_nospec = _case("ngram-k3", _tpots(20.0)), _case("nospec", _tpots(30.0))
+    cur, nospec = _case("ngram-k3", _tpots(23.0)), _case("nospec", _tpots(30.0))
+
+    def metrics(rules: CompareRules) -> list[str]:
+        out = compare_cases(base, cur, rules, paired=nospec, base_paired=base_nospec,
+                            gain_floor=1.0)
+        return [c.metric for c in out.comparisons if "no-spec" in c.metric or "gain" in c.metric]
+
+    assert metrics(CompareRules()) == [GAIN_METRIC, RELATIVE_METRIC]
+    off = CompareRules.model_validate({"metrics": {"tpot_vs_nospec": {"enabled": False}}})
+    assert metrics(off) == [GAIN_METRIC]
+    assert off.changes() == ["TPOT vs no-spec not compared (default: as TPOT)"]
 
 
 def test_kept_runs_join_the_baseline_gain_and_their_spread_widens_it() -> None:

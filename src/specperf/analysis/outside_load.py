@@ -64,15 +64,17 @@ def load_cell(load: TrialsLoad) -> str:
 
 
 def load_sentence(load: TrialsLoad, what: str = "") -> str | None:
-    """'2 trials re-measured under outside load 0.90, 0.60 cores; 1 trial kept under
-    0.80 cores after the retries (contended)' -- None when nothing happened."""
+    """'2 trials re-measured under outside load 0.90, 0.60 cores; 1 trial kept as measured
+    under outside load 0.80 cores (contended)' -- None when nothing happened. "Kept as
+    measured", not "after the retries": while the machine is known busy a contended trial
+    is kept without any (engine.trials)."""
     parts = []
     if load.remeasured:
         parts.append(f"{_trials(len(load.remeasured))}{what} re-measured under outside load "
                      f"{_cores(load.remeasured)}")
     if load.contended:
-        parts.append(f"{_trials(len(load.contended))}{what} still measured under outside load "
-                     f"{_cores(load.contended)} after the retries (contended)")
+        parts.append(f"{_trials(len(load.contended))}{what} kept as measured under outside "
+                     f"load {_cores(load.contended)} (contended)")
     return "; ".join(parts) or None
 
 

@@ -95,8 +95,8 @@ def test_reports_show_max_load_and_what_was_remeasured(paired_run: RunResult) ->
     assert "outside cores" in text
     assert "0.80 (2 re-measured, 1 contended)" in text
     assert ("outside load: draft-k2-c1: 2 trials re-measured under outside load 0.90, 0.60 "
-            "cores; 1 trial still measured under outside load 0.80 cores after the retries "
-            "(contended)") in " ".join(text.split())
+            "cores; 1 trial kept as measured under outside load 0.80 cores (contended)"
+            ) in " ".join(text.split())
     assert "0.03" in text  # a quiet case's max
     md = render_markdown(run)
     assert "**Outside CPU load:** draft-k2-c1: 2 trials re-measured" in md

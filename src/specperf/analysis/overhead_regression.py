@@ -247,15 +247,15 @@ def _finding_message(
         )
     )
     plain = f"no-spec TPOT {b.nospec_tpot:.1f} → {p.nospec_tpot:.1f} ms"
-    side = "drafting" if moved == "drafting" else "verifying (the target-side step)"
+    side, first, second = (("drafting", draft, verify) if moved == "drafting"
+                           else ("verifying (the target-side step)", verify, draft))
     if same_vllm is None:
         who = f" vLLM got slower at {side}, not worse at accepting: "
     else:
         who = (f" The step got slower at {side} with the same vLLM {same_vllm} on both sides, "
                "so not a vLLM release's doing (the draft, the serving setup or the machine), "
                "and not worse at accepting: ")
-    parts = (draft, verify) if moved == "drafting" else (verify, draft)
-    verdict = f"{who}{parts[0]}; {parts[1]}; {plain}."
+    verdict = f"{who}{first}; {second}; {plain}."
     if not sep:
         verdict += (
             " (With one k of this draft per run the verification step is taken to be the "

@@ -12,7 +12,14 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class _Model(BaseModel):
@@ -66,7 +73,7 @@ class MetricRule(_Model):
 
 def default_metric_rules() -> dict[MetricKey, MetricRule]:
     lower, higher = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
-    return {
+    rules: dict[MetricKey, MetricRule] = {
         "ttft": MetricRule(name="TTFT", unit="ms", direction=lower, statistic="median",
                            min_effect=0.10),
         "tpot": MetricRule(name="TPOT", unit="ms", direction=lower, statistic="median",
@@ -77,8 +84,9 @@ def default_metric_rules() -> dict[MetricKey, MetricRule]:
                                         direction=higher, statistic="mean", min_effect=0.03),
         "acceptance_rate": MetricRule(name="acceptance_rate", unit="", direction=higher,
                                       statistic="rate", min_effect=0.0005),
-        RELATIVE_TPOT: _relative_rule(0.05, enabled=True),
     }
+    rules[RELATIVE_TPOT] = _follows_tpot(rules["tpot"])
+    return rules
 
 
 def _relative_rule(min_effect: float, *, enabled: bool) -> MetricRule:
@@ -94,16 +102,15 @@ DEFAULT_BUDGETS: dict[MetricKey, float] = {
 }
 
 
-def _follows_tpot(tpot: Any) -> MetricRule:
-    """The TPOT-vs-no-spec rule of a rule set that does not set it: the TPOT rule's
-    minimum effect and switch."""
-    if isinstance(tpot, MetricRule):
-        return _relative_rule(tpot.min_effect, enabled=tpot.enabled)
-    if isinstance(tpot, dict):
-        default = default_metric_rules()["tpot"]
-        return _relative_rule(tpot.get("min_effect", default.min_effect),
-                              enabled=tpot.get("enabled", True))
-    return _relative_rule(default_metric_rules()["tpot"].min_effect, enabled=True)
+def _follows_tpot(tpot: MetricRule | dict[str, Any]) -> MetricRule:
+    """The TPOT-vs-no-spec rule where it is not set, or the fields it does not set: the
+    TPOT rule's minimum effect and switch. A TPOT rule that is itself invalid is reported
+    under its own field (compare.metrics.tpot), so the default TPOT rule's stand in here."""
+    try:
+        rule = MetricRule.model_validate(tpot)
+    except ValidationError:
+        rule = default_metric_rules()["tpot"]
+    return _relative_rule(rule.min_effect, enabled=rule.enabled)
 
 
 def _effect(value: float, absolute: bool) -> str:
@@ -179,7 +186,11 @@ class CompareRules(_Model):
                     f"unknown metric(s) {', '.join(unknown)} under `metrics` — fix: use "
                     f"{', '.join(METRIC_KEYS)}")
             metrics: dict[str, Any] = dict(default_metric_rules())
-            for key, rule in given.items():
+            # TPOT vs no-spec last: what it does not set follows the TPOT rule as given.
+            for key in sorted(given, key=lambda k: k == RELATIVE_TPOT):
+                if key == RELATIVE_TPOT:
+                    metrics[key] = _follows_tpot(metrics["tpot"])
+                rule = given[key]
                 if isinstance(rule, dict):
                     rule = {**metrics[key].model_dump(), **rule}
                 metrics[key] = rule

@@ -201,6 +201,9 @@ def test_a_profile_without_compare_gets_the_defaults(tmp_path: Path) -> None:
      'fix: use "lower" or "higher"'),
     ("[compare.metrics.ttft]\nmin_effect = -0.1\n", "compare.metrics.ttft.min_effect",
      "greater than or equal to 0"),
+    # Named under its own field, not under the rule that follows it.
+    ("[compare.metrics.tpot]\nmin_effect = -0.1\n", "compare.metrics.tpot.min_effect",
+     "greater than or equal to 0"),
     ('[compare.metrics.tpot_vs_nospec]\ndirection = "higher"\n', "compare.metrics",
      "spec TPOT / no-spec TPOT, where lower is better — fix: set only its min_effect or "
      "enabled"),
@@ -230,6 +233,10 @@ def test_tpot_vs_nospec_has_its_own_rule_and_follows_tpot_when_unset(tmp_path: P
     own = load_profile(_write(tmp_path, COMPARE_TABLE + "[compare.metrics.tpot_vs_nospec]\n"
                                                         "min_effect = 0.1\n"))
     assert own.compare.rule("tpot_vs_nospec").min_effect == 0.1
+    # A table that sets only the switch keeps following TPOT's minimum effect.
+    switched = CompareRules.model_validate({"metrics": {"tpot": {"min_effect": 0.2},
+                                                        "tpot_vs_nospec": {"enabled": True}}})
+    assert switched.rule("tpot_vs_nospec").min_effect == 0.2
     assert own.compare.rule("tpot").min_effect == 0.08
     assert "TPOT vs no-spec minimum effect 10 % (default: TPOT's, 8 %)" in own.compare.changes()
     assert own.hash() == p.hash()

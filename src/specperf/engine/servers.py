@@ -21,7 +21,7 @@ from pathlib import Path
 from specperf.config import settings
 from specperf.config.profile import TINY_PREFIX, Profile, ServerConfig
 from specperf.engine.clock import SERVER_STARTS, SHUTDOWN, RunClock
-from specperf.engine.compile_cache import compile_cache_dir
+from specperf.engine.compile_cache import compile_cache_dir, share_model_info
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.preflight import preflight_spec
 from specperf.engine.proxy import DelayProxy
@@ -247,11 +247,13 @@ class ServerPool:
 
     def _compile_cache(self, config_id: str) -> Path | None:
         """Where the config's server keeps vLLM's compile cache: kept between runs
-        unless SPECPERF_COMPILE_CACHE=0 (then the run directory's)."""
+        unless SPECPERF_COMPILE_CACHE=0 (then the run directory's, and vLLM's model info
+        is not shared either: every start is cold)."""
         env = settings.current()
         if not env.compile_cache:
             return None
         where = compile_cache_dir(env.cache_root(), self.profile, self.config(config_id))
+        share_model_info(where / "vllm", env.cache_root())
         if config_id not in self.starts:
             self.say(f"specperf: {config_id}: compile cache {where} (SPECPERF_COMPILE_CACHE=0 "
                      "turns it off)")

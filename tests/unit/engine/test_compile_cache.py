@@ -11,7 +11,7 @@ import pytest
 from specperf.config import settings
 from specperf.config.profile import load_profile
 from specperf.engine import server
-from specperf.engine.compile_cache import compile_cache_dir, server_key
+from specperf.engine.compile_cache import compile_cache_dir, server_key, share_model_info
 from specperf.engine.servers import ServerPool
 from tests.support import CPU_CI_PROFILE
 
@@ -59,6 +59,37 @@ def test_servers_keep_it_outside_the_run_dir_unless_turned_off(
     assert pool._compile_cache("draft-k2") is None
     env = server.run_env(run_dir, {}, offline=True, compile_cache=None)
     assert env["VLLM_CACHE_ROOT"].startswith(str(run_dir))
+
+
+def test_every_config_of_one_vllm_shares_vllms_model_info(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's modelinfos/ (what it learns by importing a model class in a subprocess, keyed
+    by that source file's hash) is one directory per vLLM version under the cache root,
+    linked from every config's compile cache: a config's first start does not pay it again."""
+    monkeypatch.setenv("SPECPERF_CACHE_DIR", str(tmp_path / "cache-root"))
+    monkeypatch.delenv("SPECPERF_COMPILE_CACHE", raising=False)
+    pool = ServerPool(profile=PROFILE, run_dir=tmp_path / "run", models_cache=tmp_path / "m",
+                      say=lambda _: None)
+    draft, nospec = pool._compile_cache("draft-k2"), pool._compile_cache("nospec")
+    assert draft is not None and nospec is not None and draft != nospec
+    shared = share_model_info(tmp_path / "elsewhere", tmp_path / "cache-root")
+    assert shared.parent == tmp_path / "cache-root" / "modelinfos"
+    for kept in (draft, nospec):
+        link = kept / "vllm" / "modelinfos"
+        assert link.is_symlink() and link.resolve() == shared.resolve()
+    # What one config's server writes there, the other's reads.
+    (draft / "vllm" / "modelinfos" / "entry.json").write_text("{}")
+    assert (nospec / "vllm" / "modelinfos" / "entry.json").read_text() == "{}"
+    # Another vLLM, another directory; a cache kept as a plain directory stays as it was.
+    assert share_model_info(tmp_path / "x", tmp_path / "cache-root",
+                            vllm_version="0.31.0") != shared
+    own = tmp_path / "old" / "modelinfos"
+    own.mkdir(parents=True)
+    share_model_info(tmp_path / "old", tmp_path / "cache-root")
+    assert own.is_dir() and not own.is_symlink()
+    # Off, nothing is shared: the run directory's cache, cold.
+    monkeypatch.setenv("SPECPERF_COMPILE_CACHE", "0")
+    assert pool._compile_cache("draft-k2") is None
 
 
 def test_a_bad_switch_value_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

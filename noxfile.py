@@ -257,11 +257,14 @@ def tests(session: nox.Session) -> None:
     # single-threaded imports, so two side by side on 2 cores take about the time of one.
     # A file at a time per worker (loadfile): tests that read one shared run are in one file.
     # (loadgroup would not do: pytest-xdist 3.8.0's groups are lost on pytest 9's node ids.)
+    # In collection order (--no-loadscope-reorder), which tests/conftest.py makes the long
+    # e2e files first: xdist's default, the files with the most tests first, left the
+    # one-test e2e runs of 3-5 minutes each to the end, one worker idle (seen: 34 min).
     # Then, one at a time, the end-to-end tests marked `alone`: they read timing verdicts,
     # which a neighbour's load would move.
     phases = {
         "in parallel": ("-n", "auto", "--maxprocesses", "4", "--dist", "loadfile",
-                        "-m", "not alone", "tests"),
+                        "--no-loadscope-reorder", "-m", "not alone", "tests"),
         "alone": ("-m", "alone", "tests"),
     }
     failed = []

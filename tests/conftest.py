@@ -23,6 +23,32 @@ def _specperf_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory):
     mp.undo()
 
 
+#: The end-to-end files, longest first (their time in CI's --durations, 2026-12-03): the
+#: suite runs them first, so that `nox -s tests`' parallel workers start the long real-vLLM
+#: runs at once and end on the short unit tests, not on one long run while the other
+#: worker waits (pytest-xdist would otherwise hand out the files with the most tests first,
+#: leaving the one-test runs of several minutes to the end; noxfile.py turns that off).
+#: tests/integration/test_test_hygiene.py checks that every e2e file is listed.
+E2E_LONGEST_FIRST = (
+    "test_perf_runs.py", "test_faults.py", "test_faults_standin.py",
+    "test_scenarios_segmented.py", "test_faults_startup.py", "test_scenarios_time.py",
+    "test_methods.py", "test_scenarios_workload.py", "test_agreement.py",
+    "test_speculation_checks.py", "test_attribution.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The e2e files first, longest first; every file's tests stay together, in order."""
+    def rank(item: pytest.Item) -> int:
+        path = item.path
+        if path.parent.name != "e2e":
+            return len(E2E_LONGEST_FIRST) + 1
+        return (E2E_LONGEST_FIRST.index(path.name) if path.name in E2E_LONGEST_FIRST
+                else len(E2E_LONGEST_FIRST))
+
+    items.sort(key=rank)
+
+
 @pytest.fixture
 def build_case():
     return make_case

@@ -560,6 +560,11 @@ class TimeBreakdown(_Model):
     warmups_s: NonNegative = Field(0.0, description="warm-up requests before a trial")
     remeasures_s: NonNegative = Field(
         0.0, description="attempts discarded for outside CPU load and measured again, whole")
+    busy_waits_s: NonNegative = Field(
+        0.0, description="waiting before an attempt for the outside CPU load to fall below "
+                         "load.max_outside_cores (the contention guard's check, about a "
+                         "quarter-second a trial on a quiet machine; in run files written "
+                         "before this field, part of other_s)")
     restarts_s: NonNegative = Field(
         0.0, description="fresh-server confirmation: stopping and starting the server again")
     reports_s: NonNegative = Field(

@@ -194,8 +194,8 @@ def test_full_run_records_baseline(recorded: tuple[subprocess.CompletedProcess[s
     assert t is not None
     assert min(t.server_starts_s, t.trials_s, t.warmups_s, t.reports_s, t.shutdown_s) > 0, t
     assert t.restarts_s == 0, t
-    parts = (t.server_starts_s + t.trials_s + t.warmups_s + t.remeasures_s + t.reports_s
-             + t.shutdown_s + t.other_s)
+    parts = (t.server_starts_s + t.trials_s + t.warmups_s + t.remeasures_s + t.busy_waits_s
+             + t.reports_s + t.shutdown_s + t.other_s)
     assert parts == pytest.approx(t.wall_s), t
     assert re.search(r"^time: \S+ s = server starts ", out, re.M), out
 

@@ -23,7 +23,8 @@ else one skipped no-cases item — the run schema gained scenarios' optional seg
 the scenario kinds and gates context_length and categories, and the help lists
 fetch-specbench, #16; the compare rules gained acceptance_exact, false for a profile
 sampled at temperature > 0, #17; the run schema's metric keys gained tpot_vs_nospec, the
-TPOT gain against the baseline with a rule of its own, #13).
+TPOT gain against the baseline with a rule of its own, #13; the time breakdown gained
+busy_waits_s, the waits for a quiet machine that were part of other_s, #13).
 """
 
 from __future__ import annotations

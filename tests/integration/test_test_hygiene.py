@@ -249,3 +249,12 @@ def test_e2e_tests_beside_others_run_their_perf_runs_without_the_contention_guar
         if runs_perf and not guard_off.search(text):
             offenders.append(path.name)
     assert not offenders, offenders
+
+
+def test_every_e2e_file_has_its_place_in_the_run_order() -> None:
+    """tests/conftest.py runs the e2e files first, longest first (the parallel phase's
+    balance); a new one is placed there deliberately, by its time in CI's --durations."""
+    from tests.conftest import E2E_LONGEST_FIRST
+
+    on_disk = {p.name for p in (TESTS_DIR / "e2e").glob("test_*.py")}
+    assert sorted(E2E_LONGEST_FIRST) == sorted(on_disk)

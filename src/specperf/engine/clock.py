@@ -2,8 +2,9 @@
 
 The session owns one :class:`RunClock` and hands it to the server pool (starts, stops),
 the trial runner (measured load, warm-up requests, attempts measured again under outside
-CPU load) and the case measurer (fresh-server restarts); the plugin charges the reports.
-:meth:`RunClock.breakdown` turns it into the run file's
+CPU load, waits for a quiet machine before an attempt) and the case measurer
+(fresh-server restarts); the plugin charges the reports. :meth:`RunClock.breakdown` turns
+it into the run file's
 :class:`~specperf.schemas.TimeBreakdown`, where *other* is whatever no phase claimed
 (collection, pytest, comparisons while measuring, the baseline's load).
 
@@ -27,6 +28,7 @@ from specperf.schemas import TimeBreakdown
 
 __all__ = [
     "BUCKETS",
+    "BUSY_WAITS",
     "REMEASURES",
     "REPORTS",
     "RESTARTS",
@@ -42,11 +44,13 @@ SERVER_STARTS = "server_starts"
 TRIALS = "trials"
 WARMUPS = "warmups"
 REMEASURES = "remeasures"
+#: Waiting, before an attempt, for the outside load to fall below the guard's limit.
+BUSY_WAITS = "busy_waits"
 RESTARTS = "restarts"
 REPORTS = "reports"
 SHUTDOWN = "shutdown"
 #: Every bucket a phase may be charged to; TimeBreakdown has a ``<bucket>_s`` field each.
-BUCKETS = (SERVER_STARTS, TRIALS, WARMUPS, REMEASURES, RESTARTS, REPORTS, SHUTDOWN)
+BUCKETS = (SERVER_STARTS, TRIALS, WARMUPS, REMEASURES, BUSY_WAITS, RESTARTS, REPORTS, SHUTDOWN)
 
 
 @dataclass(eq=False)

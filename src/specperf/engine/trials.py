@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from specperf.analysis.aggregate import make_trial
 from specperf.config.profile import Profile
 from specperf.engine import contention
-from specperf.engine.clock import REMEASURES, TRIALS, WARMUPS, Phase, RunClock
+from specperf.engine.clock import BUSY_WAITS, REMEASURES, TRIALS, WARMUPS, Phase, RunClock
 from specperf.engine.load import run_interleaved_load, run_load
 from specperf.engine.observer import RunObserver
 from specperf.engine.scrape import counter_delta, fetch_counters, prefix_cache_delta
@@ -110,11 +110,11 @@ class TrialRunner:
         attempts: list[Phase] = []
 
         def attempt(n: int) -> Trial:
-            # Waiting for a quiet machine is in no phase: the breakdown's "other".
             # Every server of the session is the suite's own load (as in _attempt).
-            waited = self.waiter.wait(
-                lambda window: self.sample_outside(self.pool.pids(server), window), what,
-                                      self.busy_wait_s - sum(waits))
+            with self.clock.phase(BUSY_WAITS):
+                waited = self.waiter.wait(
+                    lambda window: self.sample_outside(self.pool.pids(server), window), what,
+                    self.busy_wait_s - sum(waits))
             if waited is not None:
                 waits.append(waited)
             with self.clock.phase(TRIALS) as timed:

@@ -271,6 +271,7 @@ def provenance_line(p: Provenance, provisional: bool = True) -> str:
 #: TimeBreakdown's buckets as the time line names them, in its order.
 TIME_PARTS = (("server_starts_s", "server starts"), ("trials_s", "trials"),
               ("warmups_s", "warm-ups"), ("remeasures_s", "re-measures"),
+              ("busy_waits_s", "quiet-machine waits"),
               ("restarts_s", "confirmation restarts"), ("reports_s", "reports"),
               ("shutdown_s", "shutdown"), ("other_s", "other"))
 

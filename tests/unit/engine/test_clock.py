@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from specperf.config.profile import load_profile
+from specperf.engine import contention
 from specperf.engine.clock import (
     BUCKETS,
+    BUSY_WAITS,
     REMEASURES,
     REPORTS,
     RESTARTS,
@@ -186,6 +188,39 @@ def test_the_trial_runner_charges_trials_warmups_and_remeasures(now: FakeTime) -
     assert trial.remeasured_outside_cores == [0.9]
     t = clock.breakdown()
     assert (t.remeasures_s, t.warmups_s, t.trials_s) == (12, 0, 10)
+
+
+def test_the_trial_runner_charges_the_wait_for_a_quiet_machine_to_busy_waits(
+        now: FakeTime) -> None:
+    """Before the attempt the outside load is 0.9 cores for two windows, then 0.1: those
+    seconds are the wait's (busy_waits), not the trial's and not "other"."""
+    clock = RunClock(now)
+    profile = SimpleNamespace(load=SimpleNamespace(contended_retries=2, requests_at=lambda _c: 8))
+    observer = SimpleNamespace(trial_done=lambda: None, trial_started=lambda *_a, **_k: None)
+    pool = SimpleNamespace(pids=lambda _server: [])
+    readings = iter([0.9, 0.9, 0.1])
+
+    def sample_outside(_pids: Any, window: float) -> float:
+        now.tick(window)
+        return next(readings)
+
+    runner = TrialRunner(profile, pool=pool, observer=observer, prompts=list,  # type: ignore[arg-type]
+                         max_outside_cores=0.25, busy_wait_s=60, say=lambda _m: None,
+                         clock=clock, sample_outside=sample_outside)
+    runner.waiter.clock = now  # the budget on the same fake clock
+
+    def attempt(servers: Any, index: int, warmup: bool, send: Any, requests: int) -> list[Trial]:
+        now.tick(10)
+        return [_trial(0.1)]
+
+    runner._attempt = attempt  # type: ignore[method-assign]  # noqa: SLF001
+    trial = runner.trial(SimpleNamespace(config_id="draft-k2"), 1, 0, warmup=False)  # type: ignore[arg-type]
+    waited = contention.PROBE_S + 2 * contention.WINDOW_S
+    assert trial.busy_wait_s == pytest.approx(waited)
+    t = clock.breakdown()
+    assert (t.busy_waits_s, t.trials_s, t.other_s) == (pytest.approx(waited), 10, 0)
+    assert clock.seconds(BUSY_WAITS) == pytest.approx(waited)
+    assert t.quiet_s == 10  # a wait is not what a quiet run costs
 
 
 def test_the_pool_charges_starts_and_stops(tmp_path: Path, now: FakeTime) -> None:

@@ -199,11 +199,11 @@ TIMES = TimeBreakdown(wall_s=412.4, server_starts_s=184.2, trials_s=156.0, warmu
 def test_the_time_line_names_every_bucket_and_the_quiet_ratio() -> None:
     assert time_lines(TIMES) == [
         "time: 412 s = server starts 184 s · trials 156 s · warm-ups 21 s · re-measures 0 s "
-        "· confirmation restarts 0 s · reports 6.0 s · shutdown 4.0 s · other 41 s "
+        "· quiet-machine waits 0 s · confirmation restarts 0 s · reports 6.0 s · shutdown 4.0 s · other 41 s "
         "(1.14× starts+trials+warm-ups)"]
 
 
-@pytest.mark.parametrize(("width", "n"), [(80, 3), (100, 3), (120, 2), (200, 1)])
+@pytest.mark.parametrize(("width", "n"), [(80, 3), (100, 3), (120, 2), (200, 2), (240, 1)])
 def test_the_time_line_wraps_at_its_separators(width: int, n: int) -> None:
     lines = time_lines(TIMES, width)
     assert len(lines) == n and all(len(line) <= width for line in lines)

@@ -196,7 +196,8 @@ def test_the_time_breakdown_closes_the_run_section(real: RunResult) -> None:
     times = TimeBreakdown(wall_s=90.0, server_starts_s=40.0, trials_s=30.0, other_s=20.0)
     text = render_markdown(real.model_copy(update={"time_breakdown": times}))
     assert ("_time: 90 s = server starts 40 s · trials 30 s · warm-ups 0 s · re-measures "
-            "0 s · confirmation restarts 0 s · reports 0 s · shutdown 0 s · other 20 s "
+            "0 s · quiet-machine waits 0 s · confirmation restarts 0 s · reports 0 s · shutdown "
+            "0 s · other 20 s "
             "(1.29× starts+trials+warm-ups)_") in text
     assert_valid_gfm(text)
     assert "time:" not in render_markdown(real)

@@ -16,15 +16,13 @@ changed config never meets another's artifacts; vLLM keys its own entries by its
 hash inside as well. ``SPECPERF_COMPILE_CACHE=0`` turns it off (the run directory's
 caches again), e.g. to time cold starts.
 
-On CPU (`--enforce-eager`, as the CPU profiles run) vLLM compiles nothing, so the cache
-changes little there: docs/gpu-and-ci.md says what was measured.
-
-One part of ``VLLM_CACHE_ROOT`` is not a compile artifact and not the config's:
-``modelinfos/``, what vLLM learns about a model class by importing it in a subprocess
-(vllm/model_executor/models/registry.py, ``inspect_model_cls``) — 8–15 s of every start
-whose cache does not hold it yet (measured on the 2-core CPU VM: 45.7 s cold, 37.4 s with
-it). vLLM keys each entry by the hash of the model's source file, so every config of one
-vLLM shares ``<cache root>/modelinfos/vllm-<V>/`` (:func:`share_model_info`).
+On CPU (`--enforce-eager`, as the CPU profiles run) vLLM compiles nothing. What does count
+there is one part of ``VLLM_CACHE_ROOT`` that is neither a compile artifact nor the
+config's: ``modelinfos/``, what vLLM learns about a model class by importing it in a
+subprocess (vllm/model_executor/models/registry.py, ``inspect_model_cls``), paid by every
+start whose cache does not hold it yet. vLLM keys each entry by the hash of the model's
+source file, so every config of one vLLM shares ``<cache root>/modelinfos/vllm-<V>/``
+(:func:`share_model_info`). docs/gpu-and-ci.md ("Compile cache") has what was measured.
 """
 
 from __future__ import annotations

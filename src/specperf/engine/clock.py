@@ -4,9 +4,8 @@ The session owns one :class:`RunClock` and hands it to the server pool (starts, 
 the trial runner (measured load, warm-up requests, attempts measured again under outside
 CPU load, waits for a quiet machine before an attempt) and the case measurer
 (fresh-server restarts); the plugin charges the reports. :meth:`RunClock.breakdown` turns
-it into the run file's
-:class:`~specperf.schemas.TimeBreakdown`, where *other* is whatever no phase claimed
-(collection, pytest, comparisons while measuring, the baseline's load).
+it into the run file's :class:`~specperf.schemas.TimeBreakdown`, where *other* is whatever
+no phase claimed (collection, pytest, comparisons while measuring, the baseline's load).
 
 Phases nest: the innermost open phase is charged, so no second is counted twice — a
 warm-up inside a trial is a warm-up, not also a trial. A phase opened with ``whole=True``

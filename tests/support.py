@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import re
+import sys
 import threading
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -48,6 +49,8 @@ TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
 #: Real run files and tool outputs the tests read (committed, small).
 DATA_DIR = TESTS_DIR / "data"
+#: What `pytest perf_tests … --co` lists for each profile (tests/integration/test_golden_outputs.py).
+GOLDEN_DIR = DATA_DIR / "golden"
 #: The CI CPU profile.
 CPU_CI_PROFILE = TESTS_DIR / "profiles" / "cpu-ci.toml"
 #: A real cpu-tiny run (no-spec, a draft and a self-draft config).
@@ -60,6 +63,13 @@ CPU_CI_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
 NIGHTLIES = sorted((DATA_DIR / "nightlies").glob("night-*.json"))
 #: Recorded-shape GitHub REST answers (one workflow run, one artifact) the fake API clones.
 GITHUB_API_DIR = DATA_DIR / "github-api"
+
+#: How a test starts `pytest perf_tests` as a user does (append the run's options). Less
+#: hypothesis's pytest plugin, which the dev extra installs and a perf run never uses (the
+#: perf session's venv does not have it): loading it costs ~2 s of every one of the suite's
+#: ~100 perf runs and collections.
+PERF_PYTEST = (sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider",
+               "-p", "no:hypothesispytest")
 
 #: When synthetic results were measured.
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

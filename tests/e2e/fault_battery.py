@@ -25,13 +25,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from specperf.schemas import Baseline, RunResult
-from tests.support import REPO_ROOT
+from tests.support import PERF_PYTEST, REPO_ROOT
 
 CI_PROFILE = REPO_ROOT / "tests" / "profiles" / "cpu-ci.toml"
 DATASET = REPO_ROOT / "datasets" / "sharegpt-tiny.json"
@@ -185,9 +184,9 @@ class Outcome:
 
 
 class Battery:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, models: Path) -> None:
         self.root = root
-        self.models = root / "models"
+        self.models = models
         self.baselines = root / "baselines"
         self.profile = self.write_profile("faults.toml", battery_profile())
 
@@ -198,7 +197,7 @@ class Battery:
         return path
 
     def argv(self, run_dir: Path, profile: Path, baselines: Path, *args: str) -> list[str]:
-        return [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-rA",
+        return [*PERF_PYTEST, "-rA",
                 "-p", "tests.e2e.standin_faults", "--perf-progress", "plain",
                 # The guard would measure trials again while the battery's own processes
                 # are busy; these runs prove fault handling, not figures.

@@ -40,7 +40,7 @@ REQUESTS = 12
 ROUNDS = 1
 
 
-def test_specperf_agrees_with_vllm_bench_serve(tmp_path: Path) -> None:
+def test_specperf_agrees_with_vllm_bench_serve(tmp_path: Path, models_cache: Path) -> None:
     log: list[str] = []
 
     def say(msg: str) -> None:
@@ -49,7 +49,7 @@ def test_specperf_agrees_with_vllm_bench_serve(tmp_path: Path) -> None:
 
     result = agreement_for_profile(
         str(CI_PROFILE), tmp_path / "run", config_id="nospec", concurrency=1,
-        n_requests=REQUESTS, rounds=ROUNDS, models_cache=tmp_path / "models", rootdir=REPO,
+        n_requests=REQUESTS, rounds=ROUNDS, models_cache=models_cache, rootdir=REPO,
         say=say,
     )
     why = "\n".join(log) + "\n" + result.model_dump_json(indent=1, exclude={"runs"})

@@ -40,12 +40,13 @@ pytestmark = [
 RATES = [1.0, 0.5]
 
 
-def test_pinned_twin_measures_the_rates_it_was_pinned_to(tmp_path: Path) -> None:
+def test_pinned_twin_measures_the_rates_it_was_pinned_to(tmp_path: Path,
+                                                      models_cache: Path) -> None:
     # A longer start-up budget than cpu-ci's: the twin is started while other servers
     # (this suite's, or a perf run's) may be up, and a start-up is not what is tested here.
     profile = load_profile(CPU_CI_PROFILE).model_copy(update={"startup_timeout_s": 900.0})
     lines: list[str] = []
-    pool = ServerPool(profile, tmp_path / "run", tmp_path / "models", say=lines.append)
+    pool = ServerPool(profile, tmp_path / "run", models_cache, say=lines.append)
     twin = pool.pin("draft-k2", RATES)
     assert twin == pinned_id("draft-k2") == "draft-k2@pinned"
     runner = TrialRunner(profile, pool, LineObserver(lines.append),

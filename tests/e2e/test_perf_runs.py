@@ -24,7 +24,7 @@ from specperf.analysis.compare import RunComparison
 from specperf.analysis.verdict import exit_status, outcomes_line
 from specperf.report.markdown import md_escape
 from specperf.schemas import Baseline, GateCheck, RunResult
-from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
+from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 
 # Not `alone`: every timing check here is against a baseline of one run, which can PASS or
 # stay INCONCLUSIVE but never FAIL (compare.min_baseline_runs = 2 in cpu-ci), and the only
@@ -55,9 +55,9 @@ SHARD_SELECTION = "c2 and (nospec or self-k3)"
 
 
 class Workspace:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, models: Path) -> None:
         self.root = root
-        self.models = root / "models"
+        self.models = models
         self.baselines = root / "baselines"
         self.runs = 0
 
@@ -66,7 +66,7 @@ class Workspace:
         self.runs += 1
         run_dir = self.root / (name or f"run{self.runs}")
         cmd = [
-            sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-rA",
+            *PERF_PYTEST, "-rA",
             "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
             "--perf-models-cache", str(self.models),
             "--perf-baselines", str(baselines or self.baselines),
@@ -121,8 +121,8 @@ def load_run(run_dir: Path) -> RunResult:
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    return Workspace(tmp_path_factory.mktemp("e2e"))
+def ws(tmp_path_factory: pytest.TempPathFactory, models_cache: Path) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("e2e"), models_cache)
 
 
 @pytest.fixture(scope="module")
@@ -382,17 +382,21 @@ def test_two_shards_merge_to_the_unsharded_verdicts(
     assert not refused.exists()
 
 
-def test_gate_fails_for_real_and_server_crash_is_isolated(
-    recorded: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
-) -> None:
-    """A stricter floor on the real draft fails, naming case, metric, baseline and current;
-    a config whose server dies at startup fails with the cause and its log's tail, and
-    the other config still runs."""
+@pytest.fixture(scope="module")
+def gate_run(recorded: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace,
+             tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One run for two tests (each run is two or three server starts of CI's time):
+    cpu-ci with a stricter acceptance floor, a config whose server dies at startup, a draft
+    with another tokenizer, and ``load.pairing = "requests"``. No baseline: that pairing
+    hashes draft-k2 differently (its trials are measured differently), so the recorded
+    baseline would be refused as not comparable; the floors it fails are absolute."""
     assert recorded[0].returncode in NOTHING_FAILED, _why(recorded[0])
     text = CI_PROFILE.read_text()
     strict = text.replace('gates.acceptance = { min_rate = 0.05 }',
                           'gates.acceptance = { min_rate = 0.95 }')
-    assert strict != text
+    strict = strict.replace("[load]\n", '[load]\npairing = "requests"\n', 1)
+    assert strict.count('min_rate = 0.95') == 1 and 'pairing = "requests"' in strict
     strict += (
         '\n[[server_configs]]\nid = "broken"\nserve_args = ["--no-such-vllm-flag"]\n'
         'speculative_config = { method = "draft_model", model = "tiny:draft", '
@@ -403,12 +407,22 @@ def test_gate_fails_for_real_and_server_crash_is_isolated(
         'speculative_config = { method = "draft_model", model = "tiny:alien", '
         'num_speculative_tokens = 2 }\n'
     )
-    profile = tmp_path / "cpu-ci.toml"
+    tmp = tmp_path_factory.mktemp("gate")
+    profile = tmp / "cpu-ci.toml"
     profile.write_text(strict)
-    # The copy's relative `workload.path` no longer reaches the dataset; the option gives
-    # it without changing the profile's text (whose hash the baseline cases must match).
-    proc, run_dir = ws.run("-k", "draft-k2 or broken or alien", "--perf-dataset",
-                           str(CI_DATASET), "--perf-retry-inconclusive=off", profile=profile)
+    # The copy's relative `workload.path` no longer reaches the dataset; the option gives it.
+    return ws.run("-k", "draft-k2 or broken or alien", "--perf-dataset", str(CI_DATASET),
+                  "--perf-retry-inconclusive=off", profile=profile,
+                  baselines=tmp / "no-baselines", name="gate")
+
+
+def test_gate_fails_for_real_and_server_crash_is_isolated(
+    gate_run: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace
+) -> None:
+    """A stricter floor on the real draft fails, naming case, metric, baseline and current;
+    a config whose server dies at startup fails with the cause and its log's tail, and
+    the other config still runs."""
+    proc, run_dir = gate_run
     out = proc.stdout
     assert proc.returncode == 1, _why(proc)
     run = load_run(run_dir)
@@ -473,23 +487,13 @@ def test_corrupted_baseline_is_named_and_left_untouched(
 
 
 def test_request_pairing_interleaves_the_spec_and_no_spec_requests_for_real(
-    recorded: tuple[subprocess.CompletedProcess[str], Path], ws: Workspace, tmp_path: Path
+    gate_run: tuple[subprocess.CompletedProcess[str], Path]
 ) -> None:
-    """load.pairing = "requests" on real vLLM: draft-k2-c1's trial and its paired no-spec
-    trial are measured together, one request to each server in turn, each side with its
-    own server's counters; the TPOT gain is judged on them."""
-    assert recorded[0].returncode in NOTHING_FAILED, _why(recorded[0])
-    text = CI_PROFILE.read_text()
-    edited = text.replace("[load]\n", '[load]\npairing = "requests"\n', 1)
-    assert edited != text
-    profile = tmp_path / "cpu-ci.toml"
-    profile.write_text(edited)
-    # No baseline: this profile's draft-k2 hashes differently (its trials are measured
-    # differently), so the recorded one would be refused as not comparable.
-    proc, run_dir = ws.run("-k", "draft-k2 and c1", "--perf-dataset", str(CI_DATASET),
-                           "--perf-retry-inconclusive=off", profile=profile,
-                           baselines=tmp_path / "none", name="interleaved")
-    assert proc.returncode in NOTHING_FAILED, _why(proc)
+    """load.pairing = "requests" on real vLLM (the gate run's profile): draft-k2-c1's trial
+    and its paired no-spec trial are measured together, one request to each server in
+    turn, each side with its own server's counters; the TPOT gain is judged on them."""
+    proc, run_dir = gate_run
+    assert proc.returncode == 1, _why(proc)  # the stricter acceptance floor, nothing else
     run = load_run(run_dir)
     (spec,) = [c for c in run.cases if c.case.id == "draft-k2-c1"]
     nospec = run.paired_nospec["draft-k2-c1"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import pytest
 
 from specperf.schemas import RunResult
 from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -89,17 +88,17 @@ id = "short-k2"
 
 
 def test_a_short_context_draft_fails_the_long_bucket_and_category_by_name(
-        tmp_path: Path) -> None:
+        tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "segmented-e2e.toml"
     profile.write_text(profile_text())
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {"COLUMNS": "200"}
-    cmd = [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-rA",
+    cmd = [*PERF_PYTEST, "-rA",
            "--perf-progress", "plain", "--perf-max-outside-cores", "0",
            "-k", "context_length or categories",
            "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(tmp_path / "models"),
+           "--perf-models-cache", str(models_cache),
            "--perf-baselines", str(tmp_path / "baselines")]
     try:
         proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from specperf.schemas import RunResult
 from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -91,7 +90,8 @@ burst_requests = 8
 '''
 
 
-def test_growing_delay_fails_the_soak_and_a_k0_burst_fails_the_ramp(tmp_path: Path) -> None:
+def test_growing_delay_fails_the_soak_and_a_k0_burst_fails_the_ramp(
+        tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "scenarios-time.toml"
     profile.write_text(profile_text())
     run_dir = tmp_path / "run"
@@ -102,11 +102,11 @@ def test_growing_delay_fails_the_soak_and_a_k0_burst_fails_the_ramp(tmp_path: Pa
         "SPECPERF_PROXY_DELAY_GROWTH_MS": str(GROWTH_MS_PER_S),
         "SPECPERF_PROXY_CONFIGS": "draft-k2",
     }
-    cmd = [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-rA",
+    cmd = [*PERF_PYTEST, "-rA",
            "--perf-progress", "plain", "--perf-max-outside-cores", "0",
            "--perf-retry-inconclusive=off", "-k", "soak or ramp",
            "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(tmp_path / "models"),
+           "--perf-models-cache", str(models_cache),
            "--perf-baselines", str(tmp_path / "baselines")]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, env=env)

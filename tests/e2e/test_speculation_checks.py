@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 from specperf.analysis import spec_counters
 from specperf.schemas import RunResult
 from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -53,17 +52,18 @@ num_speculative_tokens_per_batch_size = [[1, 1, 0], [2, 16, 3]]
 '''
 
 
-def test_silently_off_fails_and_variable_proposals_are_cross_checked(tmp_path: Path) -> None:
+def test_silently_off_fails_and_variable_proposals_are_cross_checked(
+        tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "spec-checks.toml"
     profile.write_text(profile_text())
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {"COLUMNS": "160"}
-    cmd = [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-rA",
+    cmd = [*PERF_PYTEST, "-rA",
            "--perf-progress", "plain", "--perf-max-outside-cores", "0",
            "--perf-retry-inconclusive=off", "-k", "acceptance or requests",
            "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(tmp_path / "models"),
+           "--perf-models-cache", str(models_cache),
            "--perf-baselines", str(tmp_path / "baselines")]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, env=env)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from specperf.config.profile import ProfileError, load_profile
-from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
+from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 
 BASE = """\
 name = "bad-input"
@@ -268,7 +267,7 @@ def pytest_co(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPECPERF_")}
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "--co", "-q", "-p", "no:cacheprovider",
+        [*PERF_PYTEST, "--co", "-q",
          *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=full_env)
 
 
@@ -329,7 +328,7 @@ def test_a_run_checks_speculative_configs_against_vllm_before_starting(tmp_path:
                                    "num_speculative_tokens = 2, num_spec_tokens = 2"))(tmp_path)
     before = _snapshot(path)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "-q", "-p", "no:cacheprovider",
+        [*PERF_PYTEST, "-q",
          "--perf-profile", str(path), "--perf-run-dir", str(tmp_path / "run")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
         env={k: v for k, v in os.environ.items() if not k.startswith("SPECPERF_")})

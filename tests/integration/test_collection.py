@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from specperf.config.profile import load_profile
-from tests.support import REPO_ROOT
+from tests.support import PERF_PYTEST, REPO_ROOT
 
 REPO = REPO_ROOT
 
 
 def collect(*args: str) -> list[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "--co", "-q", "-p", "no:cacheprovider",
+        [*PERF_PYTEST, "--co", "-q",
          *args],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
@@ -80,7 +80,7 @@ def test_bad_profile_is_a_usage_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "bad"\ntarget = "x"\nconcurrencies = [1]\nserver_configs = []\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "--co", "-q", "-p", "no:cacheprovider",
+        [*PERF_PYTEST, "--co", "-q",
          "--perf-profile", str(bad)],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
@@ -177,7 +177,7 @@ def test_a_kind_without_cases_collects_one_skipped_item(tmp_path: Path, variant:
 def test_the_no_cases_item_skips_with_the_reason(tmp_path: Path) -> None:
     path = _cut(tmp_path, CPU_TINY, _ABOVE_THE_GAIN)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "-q", "-rs", "-p", "no:cacheprovider",
+        [*PERF_PYTEST, "-q", "-rs",
          "--perf-profile", str(path), "-k", "no-cases and tpot_gain",
          "--perf-run-dir", str(tmp_path / "run")],
         cwd=REPO, capture_output=True, text=True, timeout=300,
@@ -214,7 +214,7 @@ def test_each_method_profile_collects_its_spec_configs(name: str) -> None:
 
 def test_a_profile_without_scenarios_skips_them_with_the_reason(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "-q", "-rs", "-p", "no:cacheprovider",
+        [*PERF_PYTEST, "-q", "-rs",
          "--perf-profile", "cpu-tiny", "-k", "soak or ramp",
          "--perf-run-dir", str(tmp_path / "run")],
         cwd=REPO, capture_output=True, text=True, timeout=300,

@@ -37,9 +37,9 @@ from pathlib import Path
 import pytest
 
 from specperf.store.files import load_result
-from tests.support import CPU_CI_PROFILE, DATA_DIR, REPO_ROOT
+from tests.support import CPU_CI_PROFILE, DATA_DIR, GOLDEN_DIR, PERF_PYTEST, REPO_ROOT
 
-GOLDEN = DATA_DIR / "golden"
+GOLDEN = GOLDEN_DIR
 PROFILES = sorted((REPO_ROOT / "perf_tests" / "profiles").glob("*.toml")) + [CPU_CI_PROFILE]
 
 def _run(*args: str) -> str:
@@ -52,8 +52,7 @@ def _run(*args: str) -> str:
 
 @pytest.mark.parametrize("profile", PROFILES, ids=[p.stem for p in PROFILES])
 def test_each_profile_collects_the_same_node_ids(profile: Path) -> None:
-    out = _run("-m", "pytest", "perf_tests", "--co", "-q", "-p", "no:cacheprovider",
-               "--perf-profile", str(profile))
+    out = _run(*PERF_PYTEST[1:], "--co", "-q", "--perf-profile", str(profile))
     ids = [line for line in out.splitlines() if "::" in line]
     golden = (GOLDEN / f"collect-{profile.stem}.txt").read_text(encoding="utf-8").splitlines()
     assert ids == golden

@@ -14,6 +14,8 @@ What this module decides, each explained once in docs/statistics.md:
   samples), and acceptance from the counters with an absolute tolerance;
 * which kept runs join the baseline (:mod:`specperf.analysis.samples` chooses them) and
   the between-run spread that widens the interval;
+* a timing REGRESSION of a spec config that the machine's own slowdown explains, as the
+  no-spec trials measured beside it show (:func:`reference_for`), is INCONCLUSIVE;
 * a case measured on more than one server start (fresh-server confirmation) is decided
   by :func:`replicated`; :func:`flagged_metrics` names what a fresh start can confirm and
   :func:`inconclusive_metrics` what more trials can decide (the engine's trial plan,
@@ -36,7 +38,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -86,6 +89,7 @@ from specperf.schemas import (
 
 __all__ = [
     "DEFAULT_BUDGETS",
+    "BesideReference",
     "CaseComparison",
     "CompareRules",
     "MetricDetail",
@@ -98,6 +102,8 @@ __all__ = [
     "compare_runs",
     "flagged_metrics",
     "inconclusive_metrics",
+    "reference_change",
+    "reference_for",
     "replicated",
 ]
 
@@ -422,6 +428,7 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
                   earlier_paired: Sequence[tuple[CaseResult, CaseResult]] = (),
                   labels: tuple[str, str] = ("the baseline", "the run"),
                   spreads: KeptSpreads | None = None,
+                  reference: BesideReference | None = None,
                   ) -> CaseComparison:
     """Every enabled metric of one case, baseline against current, and its paired TPOT
     gain (:mod:`specperf.analysis.gain`) when the run has one: against ``gain_floor``, and
@@ -439,6 +446,10 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
 
     ``labels``: how the notes name the two sides (e.g. "the baseline (vLLM 0.26.0)") when
     a figure is not comparable because one side's metric generation cannot tell it.
+
+    ``reference``: the no-spec trials measured beside this case's server config, in the
+    baseline and in the run (:func:`reference_for`); a timing REGRESSION that the machine's
+    own slowdown, seen on them, can explain is INCONCLUSIVE (:func:`_beside_reference`).
     """
     rules = rules or CompareRules()
     spreads = spreads or KeptSpreads()
@@ -471,6 +482,8 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
     if base is None:
         return out
     _against_baseline(out, add, base, cur, rules, earlier, labels, spreads)
+    if reference is not None:
+        _beside_reference(out, reference, rules)
     return out
 
 
@@ -743,6 +756,92 @@ def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> N
             "offset — keep more runs with --perf-update-baselines."})
 
 
+@dataclass(frozen=True)
+class BesideReference:
+    """The no-spec server's trials measured beside a spec config (the paired trials of its
+    case ``case_id``: same no-spec config, same prompts, in the same seconds as the config's
+    own trials), in the baseline and in the run. The no-spec config did not change, so how
+    far they moved is how far the machine's own speed moved while that config was
+    measured: the host of a VM ran them 0.55× to 1.87× their baseline TPOT on one day
+    (docs/validation.md, "The machine's speed")."""
+
+    case_id: str
+    baseline: CaseResult
+    current: CaseResult
+
+
+def reference_for(config_id: str, baseline_paired: Mapping[str, CaseResult],
+                  run_paired: Mapping[str, CaseResult]) -> BesideReference | None:
+    """The reference of server config ``config_id``: its lowest-concurrency case that has
+    paired no-spec trials in both the baseline and the run (they run round-robin with the
+    config's other cases, so they span the same minutes); None without one."""
+    mine = sorted((nospec.case.concurrency, cid) for cid, nospec in run_paired.items()
+                  if cid in baseline_paired
+                  and cid == Case(config_id=config_id, concurrency=nospec.case.concurrency).id)
+    if not mine:
+        return None
+    _, cid = mine[0]
+    return BesideReference(case_id=cid, baseline=baseline_paired[cid], current=run_paired[cid])
+
+
+def reference_change(ref: BesideReference, rules: CompareRules) -> Comparison | None:
+    """How far the no-spec reference's TPOT moved, baseline → run: per trial with
+    ``min_trials`` a side, else per request. None without samples on a side."""
+    rule = rules.rule("tpot")
+    by_trial = min(len(ref.baseline.trials), len(ref.current.trials)) >= rules.min_trials
+    pick = per_trial if by_trial else per_request
+    b, c = pick(ref.baseline, "tpot"), pick(ref.current, "tpot")
+    if not b or not c:
+        return None
+    return compare_samples(f"no-spec TPOT beside {ref.case_id}", b, c,
+                           direction=Direction.LOWER_IS_BETTER, min_effect=rule.min_effect,
+                           alpha=rules.alpha, confidence=rules.confidence,
+                           n_resamples=rules.n_resamples, seed=rules.seed)
+
+
+def _beside_reference(out: CaseComparison, ref: BesideReference, rules: CompareRules) -> None:
+    """A timing REGRESSION (latency, throughput) measured while the machine itself ran
+    decidedly slower — the no-spec reference beside the config slowed, its interval
+    wholly above 1 — stands only if it is still wholly beyond its limit once that
+    slowdown is taken out at its largest (the regression's nearer bound over the
+    reference's farther one); otherwise it is INCONCLUSIVE. One run cannot tell the
+    machine's hour from vLLM's change; the checks taken within the run (the TPOT gain and
+    TPOT vs no-spec) are not touched, and a vLLM that slowed no-spec itself still fails
+    no-spec's own cases, which have no reference. Measured: docs/validation.md."""
+    slowed = reference_change(ref, rules)
+    if (slowed is None or not math.isfinite(slowed.ci_low) or not math.isfinite(slowed.ci_high)
+            or slowed.ci_low <= 1.0):
+        return
+    moved = (f"{(slowed.ratio - 1) * 100:+.0f} % TPOT ({rules.confidence * 100:g} % CI "
+             f"{(slowed.ci_low - 1) * 100:+.0f} … {(slowed.ci_high - 1) * 100:+.0f} %)")
+    explained = False
+    for i, m in enumerate(out.comparisons):
+        detail = out.detail(m)
+        if (m.verdict is not Verdict.REGRESSION or detail is None
+                or detail.key not in ("ttft", "tpot", "e2e", "output_throughput")):
+            continue
+        if m.direction is Direction.LOWER_IS_BETTER:
+            near = m.ci_low if math.isfinite(m.ci_low) else m.ratio
+            beyond = near / slowed.ci_high > 1.0 + m.min_effect
+        else:  # throughput: a slower machine lowers it by the same factor
+            near = m.ci_high if math.isfinite(m.ci_high) else m.ratio
+            beyond = near * slowed.ci_high < 1.0 - m.min_effect
+        if beyond:
+            continue
+        explained = True
+        out.comparisons[i] = m.model_copy(update={
+            "verdict": Verdict.INCONCLUSIVE,
+            "reason": m.reason.rstrip(".") + (
+                f"; but the machine itself ran slower: the no-spec server measured beside "
+                f"this config ({ref.case_id}'s paired trials) took {moved} against the same "
+                "pairing in the baseline, and with that taken out the change is not wholly "
+                "beyond the limit — a baseline kept in the same hour, or TPOT vs no-spec, "
+                "tells the machine from vLLM.")})
+    if explained:
+        out.notes.append(f"timings measured while the machine ran slower: the no-spec trials "
+                         f"beside {ref.case_id} took {moved} against the baseline's")
+
+
 def _provenance_refusals(run: Provenance, base: Provenance) -> list[str]:
     hint = RECORD_HINT.format(profile=run.profile_name, hardware_id=run.hardware_id)
     out = []
@@ -863,7 +962,9 @@ def compare_runs(
             result.notes.append(f"compared despite: {msg.split(' — ')[0]}")
         cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history),
                            earlier_paired=earlier_pairs(base, baseline, history),
-                           labels=labels, spreads=spreads, **gain)  # type: ignore[arg-type]
+                           labels=labels, spreads=spreads,
+                           reference=reference_for(case.config_id, base_paired, paired),
+                           **gain)  # type: ignore[arg-type]
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")
         per_request |= any(d.samples == "requests" for d in cc.details.values())

@@ -42,7 +42,7 @@ from specperf.schemas import Case, CaseResult, Trial
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from specperf.analysis.compare import CaseComparison
+    from specperf.analysis.compare import BesideReference, CaseComparison
 
 __all__ = ["CaseMeasurer", "MeasureError"]
 
@@ -292,7 +292,21 @@ class CaseMeasurer:
         p = self.profile
         cur = case_result(case, run.cfg, run.trials[c], run.version, p.config_hash(run.cfg))
         paired = self._paired_result(run, c)
-        return self._judge(cur, paired)
+        return self._judge(cur, paired, self._reference(run))
+
+    def _reference(self, run: _ConfigRun) -> BesideReference | None:
+        """The no-spec trials measured beside this config so far, and the baseline's: how
+        far the machine's own speed moved while it was measured (compare.reference_for)."""
+        from specperf.analysis.compare import reference_for
+
+        ctx = self.baselines()
+        now, then = {}, {}
+        for c in run.paired:
+            case = Case(config_id=run.cfg.id, concurrency=c)
+            cur, base = self._paired_result(run, c), ctx.paired(case)
+            if cur is not None and base is not None:
+                now[case.id], then[case.id] = cur, base
+        return reference_for(run.cfg.id, then, now)
 
     def _paired_result(self, run: _ConfigRun, c: int) -> CaseResult | None:
         p = self.profile
@@ -301,7 +315,8 @@ class CaseMeasurer:
         return case_result(Case(config_id=p.nospec.id, concurrency=c), p.nospec, run.paired[c],
                            run.nospec.version, p.config_hash(p.nospec))
 
-    def _judge(self, cur: CaseResult, paired: CaseResult | None) -> CaseComparison | None:
+    def _judge(self, cur: CaseResult, paired: CaseResult | None,
+               reference: BesideReference | None) -> CaseComparison | None:
         ctx = self.baselines()
         base = ctx.case(cur.case)
         floor = self.gain_floor(cur.case) if paired is not None else None
@@ -310,7 +325,7 @@ class CaseMeasurer:
         # Here: compare loads scipy, which only a run that judges as it goes needs.
         from specperf.analysis.compare import compare_cases
 
-        return compare_cases(base, cur, self.profile.compare,
+        return compare_cases(base, cur, self.profile.compare, reference=reference,
                              earlier=ctx.earlier(base) if base is not None else (),
                              paired=paired, base_paired=ctx.paired(cur.case),
                              gain_floor=floor,
@@ -358,7 +373,7 @@ class CaseMeasurer:
                                               p.config_hash(cfg))
             # The final judgement: what every check of the case reads, the same comparison
             # `specperf compare` makes of the run file.
-            self.comparisons[cc] = self._judge(result, paired)
+            self.comparisons[cc] = self._judge(result, paired, self._reference(run))
 
     def _report_errors(self, result: CaseResult, server: VllmServer) -> None:
         """Failed requests: the first error on one line and the server's log tail, once

@@ -267,6 +267,35 @@ def test_a_flagged_case_is_measured_again_on_a_fresh_server(
     assert any(s.startswith("specperf: draft-k2-c1: ") and "fresh server" in s for s in said)
 
 
+def test_a_case_slowed_with_the_machine_is_not_flagged(tmp_path: Path) -> None:
+    """The case and the no-spec trials paired with it both 1.5x slower than in the
+    baseline (the machine's hour, not the config: compare._beside_reference): the run
+    judging as it goes does not flag it, so no fresh server is started for it; with the
+    reference unmoved the same slowdown is flagged."""
+    ps, cfg = _flagged_setup(tmp_path, [])
+    nospec = ps.profile.nospec
+    assert nospec is not None
+    base_case = ps.baselines.case(Case(config_id=cfg.id, concurrency=1))
+    assert base_case is not None
+    then = case_result(Case(config_id=nospec.id, concurrency=1), nospec,
+                       _slow_trials(4, 5, 1.0), "0.32.0", ps.profile.config_hash(nospec))
+    prov = synthetic_run(configs=(DRAFT,), concurrencies=(1,), trials=1,
+                         profile="cpu-ci").provenance
+    ps.baselines = BaselineContext(ps.profile, ps.get_provenance().prompts_hash, None, Baseline(
+        provenance=prov, cases=[base_case], paired_nospec={"draft-k2-c1": then}))
+    started = fresh_starts(ps)
+
+    def confirmations(reference: float) -> dict[int, Any]:
+        # A fresh start would take 5 trials and their 5 paired ones.
+        run = config_run(ps, cfg, {1: _slow_trials(11, 5, 1.5)}, iter(_slow_trials(13, 10, 1.5)))
+        run.paired = {1: _slow_trials(12, 5, reference)}
+        run.nospec = fake_server(nospec.id)
+        return ps.measurer._carry_out(run, confirm_on_fresh_server(cfg.id, [1]))  # type: ignore[arg-type]  # noqa: SLF001
+
+    assert confirmations(1.5) == {} and started == []
+    assert set(confirmations(1.0)) == {1} and started == [cfg.id]
+
+
 def test_no_confirmation_without_a_baseline_a_flag_or_the_rule(tmp_path: Path) -> None:
     ps, cfg = _flagged_setup(tmp_path, [])
     started = fresh_starts(ps)

@@ -5,6 +5,8 @@ accepted, and its acceptance reported per position. One server, one case, as
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.e2e.test_perf_runs import Workspace, load_run
@@ -22,8 +24,8 @@ METHODS_PROFILE = REPO_ROOT / "perf_tests" / "profiles" / "cpu-methods.toml"
 
 
 def test_eagle3_head_is_accepted_and_reported_per_position(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    ws = Workspace(tmp_path_factory.mktemp("methods"))
+        tmp_path_factory: pytest.TempPathFactory, models_cache: Path) -> None:
+    ws = Workspace(tmp_path_factory.mktemp("methods"), models_cache)
     # Acceptance alone, which is counted, not timed: no contention guard (`nox -s tests`
     # runs this beside other tests).
     proc, run_dir = ws.run("-k", "test_acceptance and eagle3-k3-c1", "--perf-max-outside-cores",

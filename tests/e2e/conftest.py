@@ -1,9 +1,9 @@
 """What the e2e tests share in a session: the tiny models (generated once per [tiny] table),
 and the fault battery's (tests/e2e/fault_battery.py): one workspace per pytest process,
-the no-spec baseline recorded once per session, and the runs several faults read. Under `nox -s tests` the
-files run on parallel workers a file at a time (`--dist loadfile`): the faults that read
-one shared run are in one file (test_faults_startup.py, test_faults_standin.py), so that
-run is made once."""
+the no-spec baseline recorded once per session, and the runs several faults read. Under
+`nox -s tests` the files run on parallel workers a file at a time (`--dist loadfile`):
+the faults that read one shared run are in one file (test_faults_startup.py,
+test_faults_standin.py), so that run is made once."""
 
 from __future__ import annotations
 

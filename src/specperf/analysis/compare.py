@@ -760,40 +760,49 @@ def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> N
 class BesideReference:
     """The no-spec server's trials measured beside a spec config (the paired trials of its
     case ``case_id``: same no-spec config, same prompts, in the same seconds as the config's
-    own trials), in the baseline and in the run. The no-spec config did not change, so how
-    far they moved is how far the machine's own speed moved while that config was
-    measured: the host of a VM ran them 0.55× to 1.87× their baseline TPOT on one day
-    (docs/validation.md, "The machine's speed")."""
+    own trials), in the baseline and in the run, and how far their TPOT moved between the
+    two (``change``, computed once per config). The no-spec config did not change, so that
+    is how far the machine's own speed moved while the config was measured: the host of a
+    VM ran them 0.55× to 1.87× their baseline TPOT on one day (docs/validation.md, "The
+    machine's speed")."""
 
     case_id: str
     baseline: CaseResult
     current: CaseResult
+    change: Comparison
 
 
 def reference_for(config_id: str, baseline_paired: Mapping[str, CaseResult],
-                  run_paired: Mapping[str, CaseResult]) -> BesideReference | None:
+                  run_paired: Mapping[str, CaseResult],
+                  rules: CompareRules) -> BesideReference | None:
     """The reference of server config ``config_id``: its lowest-concurrency case that has
     paired no-spec trials in both the baseline and the run (they run round-robin with the
-    config's other cases, so they span the same minutes); None without one."""
+    config's other cases, so they span the same minutes); None without one, or without
+    TPOT samples on a side."""
     mine = sorted((nospec.case.concurrency, cid) for cid, nospec in run_paired.items()
                   if cid in baseline_paired
                   and cid == Case(config_id=config_id, concurrency=nospec.case.concurrency).id)
     if not mine:
         return None
     _, cid = mine[0]
-    return BesideReference(case_id=cid, baseline=baseline_paired[cid], current=run_paired[cid])
+    change = reference_change(cid, baseline_paired[cid], run_paired[cid], rules)
+    if change is None:
+        return None
+    return BesideReference(case_id=cid, baseline=baseline_paired[cid],
+                           current=run_paired[cid], change=change)
 
 
-def reference_change(ref: BesideReference, rules: CompareRules) -> Comparison | None:
-    """How far the no-spec reference's TPOT moved, baseline → run: per trial with
+def reference_change(case_id: str, baseline: CaseResult, current: CaseResult,
+                     rules: CompareRules) -> Comparison | None:
+    """How far the no-spec TPOT beside ``case_id`` moved, baseline → run: per trial with
     ``min_trials`` a side, else per request. None without samples on a side."""
     rule = rules.rule("tpot")
-    by_trial = min(len(ref.baseline.trials), len(ref.current.trials)) >= rules.min_trials
+    by_trial = min(len(baseline.trials), len(current.trials)) >= rules.min_trials
     pick = per_trial if by_trial else per_request
-    b, c = pick(ref.baseline, "tpot"), pick(ref.current, "tpot")
+    b, c = pick(baseline, "tpot"), pick(current, "tpot")
     if not b or not c:
         return None
-    return compare_samples(f"no-spec TPOT beside {ref.case_id}", b, c,
+    return compare_samples(f"no-spec TPOT beside {case_id}", b, c,
                            direction=Direction.LOWER_IS_BETTER, min_effect=rule.min_effect,
                            alpha=rules.alpha, confidence=rules.confidence,
                            n_resamples=rules.n_resamples, seed=rules.seed)
@@ -808,8 +817,8 @@ def _beside_reference(out: CaseComparison, ref: BesideReference, rules: CompareR
     machine's hour from vLLM's change; the checks taken within the run (the TPOT gain and
     TPOT vs no-spec) are not touched, and a vLLM that slowed no-spec itself still fails
     no-spec's own cases, which have no reference. Measured: docs/validation.md."""
-    slowed = reference_change(ref, rules)
-    if (slowed is None or not math.isfinite(slowed.ci_low) or not math.isfinite(slowed.ci_high)
+    slowed = ref.change
+    if (not math.isfinite(slowed.ci_low) or not math.isfinite(slowed.ci_high)
             or slowed.ci_low <= 1.0):
         return
     moved = (f"{(slowed.ratio - 1) * 100:+.0f} % TPOT ({rules.confidence * 100:g} % CI "
@@ -936,6 +945,9 @@ def compare_runs(
     # From the baseline and its kept runs only: the run judging as it goes, this
     # comparison and a shard's give each case the same spread.
     spreads = kept_spreads(baseline, history, rules)
+    # One per server config: its cases share the no-spec trials measured beside them.
+    references = {cid: reference_for(cid, base_paired, paired, rules)
+                  for cid in {case.config_id for case in run_cases}}
     for case, cur in run_cases.items():
         base = base_cases.get(case)
         gain = dict(paired=paired.get(case.id), gain_floor=floors.get(case.id),
@@ -963,7 +975,7 @@ def compare_runs(
         cc = compare_cases(base, cur, rules, earlier=earlier_runs(base, baseline, history),
                            earlier_paired=earlier_pairs(base, baseline, history),
                            labels=labels, spreads=spreads,
-                           reference=reference_for(case.config_id, base_paired, paired),
+                           reference=references[case.config_id],
                            **gain)  # type: ignore[arg-type]
         if base.draft_model != cur.draft_model:
             cc.notes.append(f"draft model {base.draft_model} (baseline) → {cur.draft_model} (run)")

@@ -219,7 +219,9 @@ class CaseMeasurer:
                 for spec in step.trials:
                     self._one_trial(run, spec.concurrency, spec.warmup)
             elif isinstance(step, Compare):
-                feedback = {c: self._compare_now(run, c) for c in step.concurrencies}
+                reference = self._reference(run)  # one per config: its cases share it
+                feedback = {c: self._compare_now(run, c, reference)
+                            for c in step.concurrencies}
             elif isinstance(step, Restart):
                 feedback = self._restart(run, step.concurrencies)
             elif isinstance(step, Say):
@@ -285,14 +287,15 @@ class CaseMeasurer:
             return None
         return g.ratio_at(case.concurrency)
 
-    def _compare_now(self, run: _ConfigRun, c: int) -> CaseComparison | None:
+    def _compare_now(self, run: _ConfigRun, c: int,
+                     reference: BesideReference | None) -> CaseComparison | None:
         """The config's case at concurrency ``c``, as measured so far: against the baseline
         and its kept runs, and its paired TPOT gain; None with neither to judge."""
         case = Case(config_id=run.cfg.id, concurrency=c)
         p = self.profile
         cur = case_result(case, run.cfg, run.trials[c], run.version, p.config_hash(run.cfg))
         paired = self._paired_result(run, c)
-        return self._judge(cur, paired, self._reference(run))
+        return self._judge(cur, paired, reference)
 
     def _reference(self, run: _ConfigRun) -> BesideReference | None:
         """The no-spec trials measured beside this config so far, and the baseline's: how
@@ -306,7 +309,7 @@ class CaseMeasurer:
             cur, base = self._paired_result(run, c), ctx.paired(case)
             if cur is not None and base is not None:
                 now[case.id], then[case.id] = cur, base
-        return reference_for(run.cfg.id, then, now)
+        return reference_for(run.cfg.id, then, now, self.profile.compare)
 
     def _paired_result(self, run: _ConfigRun, c: int) -> CaseResult | None:
         p = self.profile
@@ -353,6 +356,7 @@ class CaseMeasurer:
     def _finish(self, run: _ConfigRun, outcome: PlanOutcome) -> None:
         p = self.profile
         cfg = run.cfg
+        reference = self._reference(run)  # the config's, for every one of its cases
         for c, trials in run.trials.items():
             cc = Case(config_id=cfg.id, concurrency=c)
             result = case_result(cc, cfg, trials, run.version, p.config_hash(cfg))
@@ -373,7 +377,7 @@ class CaseMeasurer:
                                               p.config_hash(cfg))
             # The final judgement: what every check of the case reads, the same comparison
             # `specperf compare` makes of the run file.
-            self.comparisons[cc] = self._judge(result, paired, self._reference(run))
+            self.comparisons[cc] = self._judge(result, paired, reference)
 
     def _report_errors(self, result: CaseResult, server: VllmServer) -> None:
         """Failed requests: the first error on one line and the server's log tail, once

@@ -758,17 +758,14 @@ def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> N
 
 @dataclass(frozen=True)
 class BesideReference:
-    """The no-spec server's trials measured beside a spec config (the paired trials of its
-    case ``case_id``: same no-spec config, same prompts, in the same seconds as the config's
-    own trials), in the baseline and in the run, and how far their TPOT moved between the
-    two (``change``, computed once per config). The no-spec config did not change, so that
-    is how far the machine's own speed moved while the config was measured: the host of a
-    VM ran them 0.55× to 1.87× their baseline TPOT on one day (docs/validation.md, "The
-    machine's speed")."""
+    """How far the TPOT of the no-spec trials measured beside a spec config moved, baseline
+    → run (``change``, computed once per config): the paired trials of its case
+    ``case_id``, the same no-spec config and prompts in the same seconds as the config's own
+    trials. The no-spec config did not change, so that is how far the machine's own speed
+    moved while the config was measured: the host of a VM ran them 0.55× to 1.87× their
+    baseline TPOT on one day (docs/validation.md, "The machine's speed")."""
 
     case_id: str
-    baseline: CaseResult
-    current: CaseResult
     change: Comparison
 
 
@@ -788,8 +785,7 @@ def reference_for(config_id: str, baseline_paired: Mapping[str, CaseResult],
     change = reference_change(cid, baseline_paired[cid], run_paired[cid], rules)
     if change is None:
         return None
-    return BesideReference(case_id=cid, baseline=baseline_paired[cid],
-                           current=run_paired[cid], change=change)
+    return BesideReference(case_id=cid, change=change)
 
 
 def reference_change(case_id: str, baseline: CaseResult, current: CaseResult,

@@ -57,11 +57,12 @@ def base() -> RunResult:
 def test_the_reference_is_the_configs_lowest_paired_case_in_both(base: RunResult) -> None:
     ref = reference_for("d-k3", base.paired_nospec, base.paired_nospec, RULES)
     assert ref is not None and ref.case_id == "d-k3-c1"
-    assert ref.current.case.config_id == "nospec"
+    assert base.paired_nospec[ref.case_id].case.config_id == "nospec"
     assert reference_for("nospec", base.paired_nospec, base.paired_nospec, RULES) is None
     assert reference_for("d-k3", {}, base.paired_nospec, RULES) is None  # the baseline has none
     unmoved = ref.change
-    assert unmoved == reference_change(ref.case_id, ref.baseline, ref.current, RULES)
+    nospec = base.paired_nospec[ref.case_id]
+    assert unmoved == reference_change(ref.case_id, nospec, nospec, RULES)
     assert unmoved is not None and unmoved.ratio == 1.0
     assert unmoved.ci_low <= 1.0 <= unmoved.ci_high  # not slowed: nothing to take out
 

@@ -22,7 +22,9 @@ status, wall time, the outcome of every (gate, case, metric) check in D/run.json
   ``--size-on`` on the given run files) — a fixed number of milliseconds, so a larger
   slowdown when the machine runs faster than when it was sized (the EPYC VM's speed moved by
   a third between hours: docs/validation.md). Per run: did the config FAIL a check; which
-  checks of other configs FAILed.
+  checks of other configs FAILed. A stretched run counts only if the proxy's own records
+  (run.json, ``servers[].injection``) show each of the config's decodes forwarded at
+  1 + ``--effect`` times its arrival, within ``DELIVERY_TOLERANCE``.
 
 A warning is printed when the machine used more than ``--max-busy`` cores in the 2 s before a
 run. Output: a table, and benchmarks/results/DATE/one-verdict-MODE-PROFILE-TIME.json
@@ -119,6 +121,29 @@ def config_shape(baselines: list[Any], config: str) -> dict[str, float]:
             "tokens": statistics.fmean(s.output_tokens for s in ok)}
 
 
+#: How far the proxy's median decode ratio (forwarded over received) may sit from the
+#: stretch it was asked for before the run is not counted as that injection.
+DELIVERY_TOLERANCE = 0.02
+
+
+def injections(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each proxied server start's injection record in a run file (``draft-k2``,
+    ``draft-k2@start1`` for the first of two starts)."""
+    return {str(s.get("config_id")): s["injection"] for s in run.get("servers") or []
+            if isinstance(s, dict) and s.get("injection")}
+
+
+def delivered(records: dict[str, dict[str, Any]], config: str, stretch: float) -> dict[str, Any]:
+    """Whether every start of ``config`` had its decode stretched by ``stretch``, read off
+    the proxy's own records (ServerRecord.injection): the run counts as that injection only
+    then. A start with no stream re-timed, or no record at all, did not deliver it."""
+    mine = {k: v for k, v in records.items() if k == config or k.startswith(f"{config}@")}
+    ratios = {k: v.get("decode_ratio") for k, v in mine.items()}
+    ok = bool(ratios) and all(r is not None and abs(r - (1 + stretch)) <= DELIVERY_TOLERANCE
+                              for r in ratios.values())
+    return {"asked": 1 + stretch, "decode_ratio": ratios, "ok": ok}
+
+
 def injection_delay_ms(effect: float, shape: dict[str, float]) -> float:
     from specperf.engine.proxy import delay_for_tpot
 
@@ -142,10 +167,13 @@ def summarise(runs: list[dict[str, Any]], mode: str, config: str | None = None) 
         "warned_not_quiet": sum(bool(r.get("not_quiet")) for r in measured),
     }
     if mode == "inject":
-        caught = sum(r["fail_on_config"] for r in measured)
+        # A run whose proxy did not deliver the stretch is not that injection: not counted.
+        counted = [r for r in measured if (r.get("delivered") or {}).get("ok", True)]
+        caught = sum(r["fail_on_config"] for r in counted)
         elsewhere = sum(bool(r["fail_elsewhere"]) for r in measured)
-        out.update(config=config, caught=caught, fail_elsewhere_runs=elsewhere,
-                   met=bool(measured) and caught >= math.ceil(0.9 * len(measured))
+        out.update(config=config, counted=len(counted), not_delivered=len(measured) - len(counted),
+                   caught=caught, fail_elsewhere_runs=elsewhere,
+                   met=bool(counted) and caught >= math.ceil(0.9 * len(counted))
                    and elsewhere == 0)
     elif mode in ("quiet", "busy"):
         out["met"] = (bool(measured) and totals["fail"] == 0 and out["missing_run_json"] == 0
@@ -242,7 +270,7 @@ def run_once(args: argparse.Namespace, name: str, phase: str, baselines: Path,
         run, rec["run_json_error"] = {}, str(exc)
     rec.update(used, exit=proc.returncode, log=str(log),
                run_json=str(run_json) if run_json.exists() else None, **read_checks(run),
-               time_breakdown=run.get("time_breakdown"))
+               time_breakdown=run.get("time_breakdown"), injection=injections(run))
     rec["quiet_ratio"] = quiet_ratio(rec["time_breakdown"])
     print(f"    exit {rec['exit']} ({EXIT_MEANING.get(rec['exit'], '?')}), {rec['wall_s']:.0f} s, "
           + ", ".join(f"{o} {rec['counts'][o]}" for o in OUTCOMES), flush=True)
@@ -273,7 +301,9 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any], mode: str) -> Non
                num(r["quiet_ratio"], ".2f")]
         if mode == "inject":
             row += (["—", "—"] if r["phase"] != "run" else
-                    ["yes" if r["fail_on_config"] else "no", str(len(r["fail_elsewhere"]))])
+                    ["yes" if r["fail_on_config"] else
+                     "no" if (r.get("delivered") or {}).get("ok", True) else "not counted",
+                     str(len(r["fail_elsewhere"]))])
         t.add_row(*row)
     console = Console()
     console.width = max(console.width, 160)  # a log file or pipe: 80 columns crush the table
@@ -422,6 +452,12 @@ def main(argv: list[str] | None = None) -> int:
             if cfg and phase == "run":
                 rec["fail_on_config"], rec["fail_elsewhere"] = failures_by_config(
                     rec["failed"], cfg)
+                if args.inject == "stretch":
+                    rec["delivered"] = delivered(rec["injection"], cfg, args.effect)
+                    if not rec["delivered"]["ok"]:
+                        print(f"    NOT COUNTED: {cfg}'s decode was forwarded at "
+                              f"{rec['delivered']['decode_ratio']} of its arrival, not "
+                              f"{1 + args.effect:g}", flush=True)
             doc["runs"].append(rec)
             doc["summary"] = summarise(doc["runs"], args.mode, cfg)
             write(out, doc)

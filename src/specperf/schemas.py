@@ -538,6 +538,22 @@ class Provenance(_Model):
         return _without_unset(self, handler, ("prompts_hash",))
 
 
+class InjectionRecord(_Model):
+    """What a fault-injection proxy in front of a server was asked to do and, read off its
+    own records, what it did (gate experiments only: SPECPERF_PROXY_*, specperf.engine.proxy)."""
+
+    delay_ms: NonNegative = 0.0
+    stretch: NonNegative = 0.0
+    growth_ms_per_s: NonNegative = 0.0
+    streams: int = Field(0, ge=0, description="streamed responses it forwarded")
+    decode_ratio: NonNegative | None = Field(
+        None, description="median over streams of the decode (first to last text chunk) as "
+                          "forwarded over as it arrived from the server: 1 + stretch when "
+                          "the stretch was delivered")
+    decode_ratio_min: NonNegative | None = None
+    decode_ratio_max: NonNegative | None = None
+
+
 class ServerRecord(_Model):
     config_id: str
     argv: list[str]
@@ -546,6 +562,12 @@ class ServerRecord(_Model):
     startup_s: NonNegative | None = None
     vllm_version: str | None = None
     error: str | None = None
+    # Additive, and only written under fault injection.
+    injection: InjectionRecord | None = None
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("injection",))
 
 
 class TimeBreakdown(_Model):

@@ -152,6 +152,40 @@ def test_summary_inject_needs_nine_in_ten_and_nothing_elsewhere(ov: ModuleType) 
     assert not ov.summarise(tries(10, elsewhere=1), "inject", "draft-k2")["met"]
 
 
+def test_a_stretch_counts_only_where_the_proxy_delivered_it(ov: ModuleType) -> None:
+    """Every start of the injected config must show its decode forwarded at 1 + the
+    stretch (within the tolerance); a start with no record, or one the proxy left alone,
+    makes the run not that injection."""
+    run = {"servers": [
+        {"config_id": "nospec", "argv": [], "log_path": "x"},
+        {"config_id": "draft-k2@start1", "argv": [], "log_path": "x",
+         "injection": {"stretch": 0.25, "streams": 26, "decode_ratio": 1.2502}},
+        {"config_id": "draft-k2", "argv": [], "log_path": "x",
+         "injection": {"stretch": 0.25, "streams": 10, "decode_ratio": 1.249}},
+        {"config_id": "draft-k3", "argv": [], "log_path": "x",
+         "injection": {"stretch": 0.0, "streams": 10, "decode_ratio": 1.0}}]}
+    records = ov.injections(run)
+    assert set(records) == {"draft-k2@start1", "draft-k2", "draft-k3"}
+    ok = ov.delivered(records, "draft-k2", 0.25)
+    assert ok["ok"] and ok["decode_ratio"] == {"draft-k2@start1": 1.2502, "draft-k2": 1.249}
+    short = {**records, "draft-k2": {**records["draft-k2"], "decode_ratio": 1.17}}
+    assert not ov.delivered(short, "draft-k2", 0.25)["ok"]
+    assert not ov.delivered(records, "draft-k3", 0.25)["ok"]   # forwarded as it came
+    assert not ov.delivered(records, "draft-k1", 0.25)["ok"]   # no record: no proxy
+
+
+def test_summary_inject_leaves_out_runs_the_proxy_did_not_deliver(ov: ModuleType) -> None:
+    def run(caught: bool, ok: bool) -> dict[str, Any]:
+        return {**_rec(exit=1 if caught else 6), "fail_on_config": caught,
+                "fail_elsewhere": [], "delivered": {"ok": ok}}
+    runs = [run(True, True)] * 9 + [run(False, False)]
+    s = ov.summarise(runs, "inject", "draft-k2")
+    assert (s["counted"], s["not_delivered"], s["caught"], s["met"]) == (9, 1, 9, True)
+    s = ov.summarise([run(True, True)] * 8 + [run(False, True)] * 2, "inject", "draft-k2")
+    assert (s["counted"], s["caught"], s["met"]) == (10, 8, False)
+    assert not ov.summarise([run(False, False)], "inject", "draft-k2")["met"]
+
+
 def test_the_burner_is_stopped_when_the_run_is_interrupted(ov: ModuleType) -> None:
     with pytest.raises(KeyboardInterrupt), ov.burner(True) as used:
         pid = used["burner_pid"]

@@ -65,7 +65,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
@@ -111,6 +111,15 @@ class ProxyStats:
     streams: int = 0
     events: int = 0
     delayed_chunks: int = 0
+    #: Per stream of at least two text events: (first to last text event as it arrived
+    #: from the server, as it was forwarded), seconds. What a stretch delivered is read
+    #: off these, not assumed (docs/validation.md, "What the stretch delivers").
+    decode_spans: list[tuple[float, float]] = field(default_factory=list)
+
+    def decode_ratios(self) -> list[float]:
+        """Each stream's decode as forwarded over as received (1 + stretch when the
+        proxy did its part; 1 with no stretch and no delay)."""
+        return [out / got for got, out in self.decode_spans if got > 0]
 
 
 def _copy_headers(headers: object) -> dict[str, str]:
@@ -208,7 +217,12 @@ def make_app(target: str, delay_s: float, stats: ProxyStats | None = None,
             await _retime(upstream, resp, delay, stats,
                           stall_after=STALL_AFTER_CHUNKS if fault == "stall" else None,
                           stretch=stretch)
-            await resp.write_eof()
+            try:
+                await resp.write_eof()
+            except ConnectionError:
+                # The client stops reading at [DONE] and may close the connection before
+                # the chunked body's end, which then has nowhere to go.
+                pass
             return resp
 
     app = web.Application(client_max_size=1 << 30)
@@ -248,15 +262,21 @@ async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
     k = 0
     not_before = 0.0
     first: float | None = None
+    # The first and the latest text event: when it arrived, when it was forwarded.
+    first_text: tuple[float, float] | None = None
+    last_text: tuple[float, float] | None = None
     try:
         while (item := await queue.get()) is not None:
             arrived, event = item
             stats.events += 1
-            if stall_after is not None and _is_text_event(event):
+            # Parsed whatever the mode, so a zero-delay reference proxy costs the CPU an
+            # injecting one does (it shares a core with the API server and the client).
+            text = _is_text_event(event)
+            if stall_after is not None and text:
                 stall_after -= 1
                 if stall_after < 0:
                     await asyncio.Event().wait()  # never set: the client's timeout ends it
-            if (delay_s or stretch) and _is_text_event(event):
+            if (delay_s or stretch) and text:
                 stats.delayed_chunks += 1
                 if delay_s:
                     k += 1
@@ -268,6 +288,12 @@ async def _retime(upstream: aiohttp.ClientResponse, resp: web.StreamResponse,
             if wait > 0:
                 await asyncio.sleep(wait)
             await resp.write(event)
+            if text:
+                last_text = (arrived, time.perf_counter())
+                first_text = first_text or last_text
+        if first_text and last_text and last_text[0] > first_text[0]:
+            stats.decode_spans.append((last_text[0] - first_text[0],
+                                       last_text[1] - first_text[1]))
     finally:
         if not task.done():
             task.cancel()

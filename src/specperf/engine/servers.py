@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from specperf.engine.server import (
     run_env,
 )
 from specperf.engine.tiny import materialise
-from specperf.schemas import Case, ServerRecord
+from specperf.schemas import Case, InjectionRecord, ServerRecord
 
 __all__ = ["PINNED_SUFFIX", "FaultInjection", "ServerPool", "pinned_id"]
 
@@ -287,8 +288,8 @@ class ServerPool:
         """Stop the config's server and start a fresh one; the run file keeps both starts'
         records. A fresh server that does not start raises ServerError and is forgotten:
         the first start's measurement stands."""
-        first = self.records.get(config_id)
         self.stop(config_id)
+        first = self.records.get(config_id)  # after stop: with what its proxy delivered
         if first is not None:
             self.records[f"{config_id}@start1"] = first
         try:
@@ -302,6 +303,7 @@ class ServerPool:
             proxy = self.proxies.pop(config_id, None)
             if proxy is not None:
                 proxy.stop()
+                self._record_injection(config_id, proxy)
             server = self.servers.pop(config_id, None)
             if server is not None:
                 server.stop()
@@ -315,6 +317,25 @@ class ServerPool:
         """The processes of every server of the run (and ``also``): the suite's own load,
         not a neighbour's, to the contention guard."""
         return sorted({s.proc.pid for s in (*also, *self.servers.values()) if s.proc is not None})
+
+    def _record_injection(self, config_id: str, proxy: DelayProxy) -> None:
+        """Keep in the server's record what its proxy was asked and what it delivered, and
+        say it: an injected run counts only if the proxy did its part (docs/validation.md,
+        "What the stretch delivers")."""
+        rec = self.records.get(config_id)
+        if rec is None or proxy.fault is not None:
+            return
+        ratios = proxy.stats.decode_ratios()
+        injection = InjectionRecord(
+            delay_ms=proxy.delay_s * 1000, stretch=proxy.stretch,
+            growth_ms_per_s=proxy.growth_s_per_s * 1000, streams=proxy.stats.streams,
+            decode_ratio=statistics.median(ratios) if ratios else None,
+            decode_ratio_min=min(ratios, default=None), decode_ratio_max=max(ratios, default=None))
+        self.records[config_id] = rec.model_copy(update={"injection": injection})
+        if ratios and (proxy.stretch or proxy.delay_s or proxy.growth_s_per_s):
+            self.say(f"specperf: FAULT INJECTION: {config_id}: {len(ratios)} streams, each "
+                     f"decode forwarded {injection.decode_ratio:.3f}× as it arrived "
+                     f"({injection.decode_ratio_min:.3f}–{injection.decode_ratio_max:.3f})")
 
     def load_url(self, server: VllmServer) -> str:
         """Where load for ``server`` goes: the server, or under fault injection a delaying

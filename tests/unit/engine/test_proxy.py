@@ -138,6 +138,25 @@ def test_a_stretch_slows_the_decode_by_its_fraction_at_any_speed(
         assert stats.delayed_chunks == 4
 
 
+def test_the_stats_keep_each_streams_decode_as_received_and_as_forwarded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a stretch delivered is read off the proxy's records, not assumed: the first to
+    the last text chunk as they arrived and as they left, per stream — 1.5 under a 0.5
+    stretch, 1 through a proxy that only forwards (the reference)."""
+    arrivals = [(i * 0.5, _text(i + 1)) for i in range(4)]
+    arrivals[-1] = (1.5, _text(4) + USAGE + DONE)
+    for stretch, ratio in ((0.5, 1.5), (0.0, 1.0)):
+        _, stats = _retime(arrivals, 0.0, monkeypatch, stretch=stretch)
+        assert stats.decode_spans == [pytest.approx((1.5, 1.5 * ratio))]
+        assert stats.decode_ratios() == [pytest.approx(ratio)]
+
+
+def test_a_stream_of_one_text_chunk_has_no_decode_to_record(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, stats = _retime([(0.0, _text(1) + USAGE + DONE)], 0.0, monkeypatch, stretch=0.5)
+    assert stats.decode_spans == [] and stats.decode_ratios() == []
+
+
 def test_a_negative_stretch_is_refused() -> None:
     with pytest.raises(ValueError, match="stretch must be >= 0"):
         proxy.make_app("http://127.0.0.1:1", 0.0, stretch=-0.1)

@@ -46,8 +46,8 @@ from specperf.engine.servers import ServerPool  # noqa: E402
 
 
 def tpots_ms(result: LoadResult) -> list[float]:
-    return [1000 * (s.e2e_s - s.ttft_s) / (s.output_tokens - 1)
-            for s in result.samples if s.ok and s.output_tokens > 1]
+    """Each good request's TPOT (ms), as a run takes it (RequestSample.tpot_s)."""
+    return [1000 * s.tpot_s for s in result.samples if s.tpot_s is not None]
 
 
 def side(spec: list[float], nospec: list[float], proxy: DelayProxy,

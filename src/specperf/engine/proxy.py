@@ -43,6 +43,11 @@ machine: the EPYC VM of docs/validation.md ran a 16.4 ms-per-chunk injection siz
 +25 % at +44 % hours later, and one re-sized as +25 % at +18 % an hour after that. In a
 perf run SPECPERF_PROXY_STRETCH sets it.
 
+What it delivered is recorded, not assumed: per stream, the first to the last text chunk
+as it arrived and as it left (:attr:`ProxyStats.decode_spans`; 1 + stretch apart when the
+proxy did its part). The client's TPOT moves around that with the host, a few per cent
+either way (benchmarks/proxy_stretch.py; docs/validation.md, "What the stretch delivers").
+
 A delay that grows
 ------------------
 ``growth_s_per_s`` makes the delay rise with time: a stream that starts ``t`` seconds

@@ -144,6 +144,12 @@ def delivered(records: dict[str, dict[str, Any]], config: str, stretch: float) -
     return {"asked": 1 + stretch, "decode_ratio": ratios, "ok": ok}
 
 
+def counted_as_injected(rec: dict[str, Any]) -> bool:
+    """Whether a run record counts as the injection: yes unless delivered() said no (a
+    fixed-delay run, or one from before the proxy kept records, has no verdict on it)."""
+    return bool((rec.get("delivered") or {}).get("ok", True))
+
+
 def injection_delay_ms(effect: float, shape: dict[str, float]) -> float:
     from specperf.engine.proxy import delay_for_tpot
 
@@ -168,7 +174,7 @@ def summarise(runs: list[dict[str, Any]], mode: str, config: str | None = None) 
     }
     if mode == "inject":
         # A run whose proxy did not deliver the stretch is not that injection: not counted.
-        counted = [r for r in measured if (r.get("delivered") or {}).get("ok", True)]
+        counted = [r for r in measured if counted_as_injected(r)]
         caught = sum(r["fail_on_config"] for r in counted)
         elsewhere = sum(bool(r["fail_elsewhere"]) for r in measured)
         out.update(config=config, counted=len(counted), not_delivered=len(measured) - len(counted),
@@ -302,7 +308,7 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any], mode: str) -> Non
         if mode == "inject":
             row += (["—", "—"] if r["phase"] != "run" else
                     ["yes" if r["fail_on_config"] else
-                     "no" if (r.get("delivered") or {}).get("ok", True) else "not counted",
+                     "no" if counted_as_injected(r) else "not counted",
                      str(len(r["fail_elsewhere"]))])
         t.add_row(*row)
     console = Console()

@@ -50,6 +50,15 @@ def tpots_ms(result: LoadResult) -> list[float]:
     return [1000 * s.tpot_s for s in result.samples if s.tpot_s is not None]
 
 
+def paired_tpots_ms(spec: LoadResult, nospec: LoadResult) -> tuple[list[float], list[float]]:
+    """The two sides' TPOTs (ms) request by request, a pair left out where either request
+    failed, so the i-th values ran moments apart on the same prompt."""
+    pairs = [(1000 * a.tpot_s, 1000 * b.tpot_s)
+             for a, b in zip(spec.samples, nospec.samples, strict=True)
+             if a.tpot_s is not None and b.tpot_s is not None]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
 def side(spec: list[float], nospec: list[float], proxy: DelayProxy,
          tokens: float) -> dict[str, Any]:
     spans = proxy.stats.decode_spans
@@ -93,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             res_nospec, res_spec = run_interleaved_load(
                 [(nospec.base_url, nospec.model), (proxies[name].base_url, spec.model)],
                 prompts, profile.sampling, n, warmup_requests=profile.load.warmup_requests)
-            got[name][0].extend(tpots_ms(res_spec))
-            got[name][1].extend(tpots_ms(res_nospec))
+            spec_ms, nospec_ms = paired_tpots_ms(res_spec, res_nospec)
+            got[name][0].extend(spec_ms)
+            got[name][1].extend(nospec_ms)
             tokens.extend(s.output_tokens for s in res_spec.samples if s.ok)
             print(f"trial {t + 1}/{2 * args.trials} ({name}): spec TPOT "
                   f"{statistics.median(tpots_ms(res_spec)):.2f} ms, no-spec "

@@ -29,6 +29,16 @@ def test_tpot_is_each_good_requests_decode_per_token(ps: ModuleType) -> None:
     assert ps.tpots_ms(result) == pytest.approx([100.0, 50.0])
 
 
+def test_a_failed_request_drops_its_pair_so_the_rest_stay_side_by_side(ps: ModuleType) -> None:
+    failed = RequestSample(ok=False, start_s=0.0, error="x")
+    spec = LoadResult(concurrency=1, duration_s=1.0,
+                      samples=[_sample(0.1, 1.1), failed, _sample(0.1, 0.6)])
+    nospec = LoadResult(concurrency=1, duration_s=1.0,
+                        samples=[_sample(0.1, 2.1), _sample(0.1, 3.1), _sample(0.1, 1.1)])
+    assert ps.paired_tpots_ms(spec, nospec) == (pytest.approx([100.0, 50.0]),
+                                                pytest.approx([200.0, 100.0]))
+
+
 def test_a_side_pairs_each_spec_request_with_the_no_spec_one_beside_it(ps: ModuleType) -> None:
     proxy = DelayProxy("http://127.0.0.1:1", 0.0, stretch=0.25)  # never started
     proxy.stats.streams = 3

@@ -35,6 +35,7 @@ from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
 from specperf.engine.session import (
+    JUDGED_KINDS,
     KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
@@ -425,6 +426,9 @@ class PerfRun:
             return
         ps = self.session
         order = {c.id: n for n, c in enumerate(ps.ordered_configs())}
+        # [compare] confirm_after_matrix: the judged items after every config's cases, so a
+        # flag is measured again on a fresh server minutes after it was raised.
+        judged = 2 if ps.judged_after_matrix else 1
 
         def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
             _, kc = pair
@@ -435,8 +439,9 @@ class PerfRun:
                 return (1, order[case.config_id], case.concurrency,
                         len(KINDS) + TIME_SCENARIO_KINDS.index(kind))
             if kind in SCENARIO_KINDS:  # after the main matrix, on their own servers
-                return (2, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
-            return (1, order[case.config_id], case.concurrency, KINDS.index(kind))
+                return (3, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
+            group = judged if kind in JUDGED_KINDS else 1
+            return (group, order[case.config_id], case.concurrency, KINDS.index(kind))
 
         perf_items.sort(key=key)  # stable: non-perf items keep their order, first
         shard = config.getoption("--perf-shard")
@@ -503,6 +508,7 @@ class PerfRun:
         """Stop the servers; write the run file and every report once; update the baseline
         when asked and the run allows it."""
         ps = self.session
+        ps.abandon_pending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         with ps.clock.phase(SHUTDOWN):
             ps.stop_all()
             stop_all_servers()  # also any server interrupted while it was still starting

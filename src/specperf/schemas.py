@@ -395,6 +395,15 @@ class FreshServerConfirmation(_Model):
     outcome: dict[str, str] = Field(
         default_factory=dict, description="per triggering metric: its verdict on both starts")
     note: str | None = Field(None, description="why it could not be done, if it could not")
+    # Written only when set: files of runs that confirmed at once stay byte-identical.
+    later_by_s: NonNegative | None = Field(
+        None, description="seconds from the flag to the fresh start, when the confirmation "
+                          "waited for the other configs' cases ([compare] "
+                          "confirm_after_matrix)")
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("later_by_s",))
 
     @property
     def confirmed(self) -> list[str]:
@@ -403,8 +412,10 @@ class FreshServerConfirmation(_Model):
     def summary_line(self) -> str:
         """'TPOT, E2E flagged: measured again on a fresh server (5 + 5 trials): TPOT
         confirmed regression, E2E now inconclusive'."""
-        head = (f"{', '.join(self.triggered_by)} flagged: measured again on a fresh server "
-                f"({self.first_trials} + {self.trials - self.first_trials} trials)")
+        later = (f" {self.later_by_s / 60:.0f} min later, after the other configs"
+                 if self.later_by_s is not None else "")
+        head = (f"{', '.join(self.triggered_by)} flagged: measured again on a fresh server"
+                f"{later} ({self.first_trials} + {self.trials - self.first_trials} trials)")
         if self.note:
             return head + f": {self.note}"
         if not self.outcome:

@@ -76,6 +76,25 @@ def test_items_run_config_by_config_nospec_first() -> None:
     assert seen[0] == "nospec"
 
 
+def test_confirm_after_matrix_runs_the_judged_items_after_every_configs_cases(
+        tmp_path: Path) -> None:
+    """[compare] confirm_after_matrix: the items that read the comparison (TPOT gain,
+    latency, throughput) come after every config's requests and acceptance items, still
+    config by config, so a flag raised in the matrix is measured again minutes later."""
+    path = _cut(tmp_path, CPU_TINY, ("[compare]\n", "[compare]\nconfirm_after_matrix = true\n"))
+    items = [i for i in collect("--perf-profile", str(path)) if not i.endswith("[no-cases]")]
+    judged = ("::test_tpot_gain[", "::test_latency[", "::test_throughput[")
+    first_judged = next(n for n, i in enumerate(items) if any(j in i for j in judged))
+    assert all(not any(j in i for j in judged) for i in items[:first_judged])
+    assert all(any(j in i for j in judged) for i in items[first_judged:])
+    plain = [i for i in collect("--perf-profile", "cpu-tiny") if not i.endswith("[no-cases]")]
+    assert sorted(items) == sorted(plain) and items != plain  # the same items, reordered
+    for part in (items[:first_judged], items[first_judged:]):
+        configs = [i.split("[", 1)[1].rsplit("-c", 1)[0] for i in part]
+        assert configs[0] == "nospec"
+        assert configs == sorted(configs, key=configs.index)  # each config's items together
+
+
 def test_bad_profile_is_a_usage_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "bad"\ntarget = "x"\nconcurrencies = [1]\nserver_configs = []\n')

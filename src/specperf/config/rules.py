@@ -155,6 +155,15 @@ class CompareRules(_Model):
                     "start's own offset (measured: docs/validation.md) is not mistaken for a "
                     "change of vLLM",
     )
+    confirm_after_matrix: bool = Field(
+        False,
+        description="measure that fresh start after every server config's cases, not right "
+                    "after the flagged config's own: the host of a VM once changed how much "
+                    "drafting paid for about ten minutes (docs/validation.md), and a "
+                    "confirmation a few minutes after the flag ran in the same minutes and "
+                    "confirmed it. The checks read from the comparison (latency, throughput, "
+                    "TPOT gain) then run after the matrix",
+    )
     budget_tolerance: dict[MetricKey, float] = Field(
         default_factory=lambda: dict(DEFAULT_BUDGETS),
         description="relative budget of the no-interval rule: throughput with fewer than "

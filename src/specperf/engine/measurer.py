@@ -3,6 +3,10 @@ on the config's server, with the paired no-spec trials of a TPOT-gain gate, and 
 measured cases (memoised: a case's acceptance, latency and throughput tests share one
 measurement).
 
+Confirming later ([compare] confirm_after_matrix): the plan only names a config's flags;
+the config's state is kept (:class:`_Pending`) and :meth:`CaseMeasurer.confirm_pending`
+measures them on a fresh server once the session has measured every config's cases.
+
 Pairing: a spec config with a selected TPOT-gain gate also runs a trial on the (still
 running) no-spec server just before each of its own trials at that concurrency, so the
 paired comparison sees the same drift on both sides, and the pairs are the samples of
@@ -13,6 +17,7 @@ sides see the same seconds of the machine.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,16 +33,18 @@ from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_
 from specperf.engine.servers import ServerPool
 from specperf.engine.trial_plan import (
     Compare,
+    Flag,
     PlanFeedback,
     PlanOutcome,
     PlanStep,
     Restart,
     RunTrials,
     Say,
+    measure_flags_again,
     trial_plan,
 )
 from specperf.engine.trials import TrialRunner
-from specperf.schemas import Case, CaseResult, Trial
+from specperf.schemas import Case, CaseResult, FreshServerConfirmation, Trial
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -78,6 +85,16 @@ class _ConfigRun:
     twin_trials: dict[int, list[Trial]] = field(default_factory=dict)
 
 
+@dataclass
+class _Pending:
+    """A config whose flags wait for the other configs' cases: its state, the retries its
+    cases had, the flags, and when they were raised (time.monotonic)."""
+
+    run: _ConfigRun
+    outcome: PlanOutcome
+    flagged_at: float
+
+
 def _per_trial(run: _ConfigRun, c: int) -> int:
     """Trials run per trial of the case: its own, a paired no-spec one, a twin's."""
     return 1 + (c in run.paired) + (c in run.twin_trials)
@@ -106,6 +123,8 @@ class CaseMeasurer:
     measure_errors: dict[Case, str] = field(default_factory=dict)
     #: Where the run's time goes: a confirmation's restart is charged here.
     clock: RunClock = field(default_factory=RunClock)
+    #: Configs whose flags are measured again after the matrix, in measurement order.
+    pending: dict[str, _Pending] = field(default_factory=dict)
     #: Each measured case judged: against the baseline and its paired TPOT gain (None:
     #: nothing to judge against).
     comparisons: dict[Case, CaseComparison | None] = field(default_factory=dict)
@@ -145,7 +164,66 @@ class CaseMeasurer:
         self._finish(run, outcome)
         if run.twin is not None:
             self.pool.stop(run.twin.config_id)
+        if outcome.deferred:
+            self.pending[run.cfg.id] = _Pending(run, outcome, time.monotonic())
         return self.results[case]
+
+    def measured(self, config_id: str) -> bool:
+        """Whether this config's cases were measured, or failed to be."""
+        return any(c.config_id == config_id for c in (*self.results, *self.measure_errors))
+
+    def confirm_pending(self) -> None:
+        """Measure every pending flag again on a fresh start of its server, in the order
+        the configs were measured, then judge its cases on both starts."""
+        while self.pending:
+            config_id = next(iter(self.pending))
+            self._confirm_later(self.pending.pop(config_id))
+
+    def abandon_pending(self, why: str) -> None:
+        """Flags still waiting when the run ends: the first start's measurement stands and
+        each flagged case records that it was not confirmed, and ``why``."""
+        while self.pending:
+            _, pending = self.pending.popitem()
+            for c, flag in pending.outcome.deferred.items():
+                case = Case(config_id=pending.run.cfg.id, concurrency=c)
+                if case in self.results:
+                    self.results[case] = self.results[case].model_copy(update={
+                        "confirmation": _unconfirmed(flag, f"not confirmed: {why}")})
+
+    def _confirm_later(self, pending: _Pending) -> None:
+        run, flagged = pending.run, pending.outcome.deferred
+        waited = time.monotonic() - pending.flagged_at
+        ids = "; ".join(f"{run.cfg.id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
+        self.say(f"specperf: flagged {waited / 60:.0f} min ago ({ids}), the other configs' "
+                 "cases measured since: measuring again on a fresh vLLM server")
+        run.twin = None  # the attribution is the first start's; its twin is stopped
+        nospec = self.profile.nospec
+        if run.paired and nospec is not None:
+            try:
+                # The same no-spec server as the first start's pairs when it is still up.
+                run.nospec = self.pool.server_for(nospec.id)
+            except ServerError as exc:
+                for c in run.paired:
+                    self.paired_errors[Case(config_id=run.cfg.id, concurrency=c)] = str(exc)
+                run.paired = {}
+                run.nospec = None
+        # Copies: a failed fresh start must leave the first start's trials as they were.
+        before = ({c: list(t) for c, t in run.trials.items()},
+                  {c: list(t) for c, t in run.paired.items()}, run.start)
+        try:
+            confirmations = self._carry_out(run, measure_flags_again(run.cfg.id, flagged))
+        except Exception as exc:  # noqa: BLE001 - the first start's measurement stands
+            run.trials, run.paired, run.start = before
+            note = (f"not confirmed: measuring on the fresh server failed: "
+                    f"{type(exc).__name__}: {one_line(str(exc))}")
+            self.say(f"specperf: {run.cfg.id}: {note}")
+            confirmations = {c: _unconfirmed(f, note) for c, f in flagged.items()}
+        finally:
+            if nospec is None or run.cfg.id != nospec.id:
+                self.pool.stop(run.cfg.id)
+        confirmations = {c: r.model_copy(update={"later_by_s": round(waited, 1)})
+                         for c, r in confirmations.items()}
+        self._finish(run, PlanOutcome(pending.outcome.retries, confirmations))
 
     def _begin(self, case: Case) -> _ConfigRun:
         cfg = self.profile.config(case.config_id)
@@ -200,10 +278,12 @@ class CaseMeasurer:
     def _plan(self, run: _ConfigRun) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
         # Something to judge while the server is up: a baseline, or a paired TPOT gain.
         judged = self.baselines().baseline is not None or bool(run.paired)
+        rules = self.profile.compare
         return trial_plan(
             run.cfg.id, list(run.trials), self.repeats,
             retry_cap=self.retry_cap if judged else None,
-            confirm=judged and self.profile.compare.confirm_on_fresh_server,
+            confirm=judged and rules.confirm_on_fresh_server,
+            confirm_later=rules.confirm_after_matrix,
         )
 
     def _carry_out(self, run: _ConfigRun,
@@ -398,3 +478,8 @@ class CaseMeasurer:
             f"{result.tpot_ms.median or float('nan'):.2f} ms, "
             f"{result.output_throughput:.1f} tok/s{acc_txt}" + (f"; {busy}" if busy else "")
         )
+
+
+def _unconfirmed(flag: Flag, note: str) -> FreshServerConfirmation:
+    return FreshServerConfirmation(triggered_by=list(flag.metrics), first_trials=flag.trials,
+                                   trials=flag.trials, note=note)

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "JUDGED_KINDS",
     "KINDS",
     "RETRY_BATCH",
     "SCENARIO_KINDS",
@@ -75,6 +76,10 @@ __all__ = [
 
 #: Test kinds, in the order their items run within a case.
 KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput")
+#: Kinds whose checks are read from the case's comparison with the baseline (and its paired
+#: gain): with [compare] confirm_after_matrix their items run after every config's cases,
+#: once the flags raised meanwhile are measured again (PerfSession.judged_after_matrix).
+JUDGED_KINDS = ("tpot_gain", "latency", "throughput")
 #: Kinds that are a scenario of their own ([scenarios] in the profile), not measured by
 #: the case measurer: the workload shapes on their own servers (specperf.engine.scenarios)
 #: and the time-structured ones on their config's server (specperf.engine.soak).
@@ -122,6 +127,9 @@ class PerfSession:
     wanted: dict[str, set[int]] = field(default_factory=dict)
     #: Cases whose TPOT-gain test was selected (set after collection).
     tpot_gain_wanted: set[Case] = field(default_factory=set)
+    #: Server configs with a selected item that is not judged (requests, acceptance): with
+    #: confirm_after_matrix their cases are measured by those, in the matrix.
+    matrix_configs: set[str] = field(default_factory=set)
     checks: list[GateCheck] = field(default_factory=list)
     started_at: object = field(default_factory=utcnow)
     #: Where the run's wall time goes (the pool, the trials and the measurer charge it).
@@ -266,22 +274,33 @@ class PerfSession:
             self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
             if kind == "tpot_gain":
                 self.tpot_gain_wanted.add(case)
+            if kind not in JUDGED_KINDS:
+                self.matrix_configs.add(case.config_id)
+
+    @property
+    def judged_after_matrix(self) -> bool:
+        """[compare] confirm_after_matrix: flags are measured again after every config's
+        cases, so the items that read the comparison run after the matrix."""
+        return self.profile.compare.confirm_after_matrix
 
     def needed_configs(self, kind: str, case: Case) -> list[str]:
         """Server configs an item of this kind needs up: its own, and for the paired
         TPOT gain the no-spec config too; a scenario's items none (it starts and stops its
-        own)."""
+        own). A judged item after the matrix whose config the matrix measured needs only
+        the no-spec server, which the configs' fresh starts pair with."""
         if kind in TIME_SCENARIO_KINDS:
             return [case.config_id]
         if kind in SCENARIO_KINDS:
             return []
-        needed = [case.config_id]
         nospec = self.profile.nospec
         cfg = self.profile.config(case.config_id)
         wanted = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
-        if nospec is not None and self.measurer.paired_concurrencies(cfg, wanted):
-            needed.append(nospec.id)
-        return needed
+        paired = nospec is not None and bool(self.measurer.paired_concurrencies(cfg, wanted))
+        own = [case.config_id]
+        if (self.judged_after_matrix and kind in JUDGED_KINDS
+                and case.config_id in self.matrix_configs):
+            own = []
+        return own + ([nospec.id] if paired and nospec is not None else [])
 
     # -- before the first measurement -------------------------------------------
 
@@ -367,6 +386,9 @@ class PerfSession:
         p = self.profile
         gates = p.gates_for(p.config(case.config_id))
         result = self.measure(case)
+        if kind in JUDGED_KINDS and self.judged_after_matrix:
+            self.measure_matrix_and_confirm()
+            result = self.measure(case)  # on both starts, if it was flagged
         ctx = self.baselines
         judged = self.measurer.comparisons.get(case)
         checks: list[GateCheck] = []
@@ -396,6 +418,37 @@ class PerfSession:
             )]
         self.checks.extend(checks)
         return checks
+
+    def measure_matrix_and_confirm(self) -> None:
+        """Before a judged check under confirm_after_matrix: while a flag waits, every
+        selected config not measured yet is measured now (its server stopped after, unless
+        it is the no-spec one the others pair with), then every waiting flag is measured
+        again on a fresh server. A config that cannot be measured is left to its own
+        items, which say why."""
+        if not self.measurer.pending:
+            return
+        nospec = self.profile.nospec
+        for cfg in self.ordered_configs():
+            concs = self.wanted.get(cfg.id)
+            if not concs or self.measurer.measured(cfg.id):
+                continue
+            try:
+                self.measure(Case(config_id=cfg.id, concurrency=min(concs)))
+            except (ServerError, MeasureError):
+                continue
+            finally:
+                if nospec is None or cfg.id != nospec.id:
+                    self.pool.stop(cfg.id)
+        self.measurer.confirm_pending()
+
+    def abandon_pending(self, *, interrupted: bool) -> None:
+        """At the end of the run: flags that no judged item came to measure again keep the
+        first start's measurement, and their cases say why they were not confirmed."""
+        if "measurer" not in self.__dict__:
+            return
+        self.measurer.abandon_pending(
+            "the run was interrupted before the fresh start" if interrupted
+            else "no selected check of the case ran after the matrix to measure it again")
 
     def evaluate_time_scenario(self, kind: str, case: Case) -> list[GateCheck]:
         """Run the profile's soak or ramp of this case on its server and judge it

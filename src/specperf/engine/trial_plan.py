@@ -14,7 +14,11 @@ on real comparisons without a server (tests/unit/engine/test_trial_plan.py).
    REGRESSION still standing (a latency, the throughput, or the gain below its floor) is
    measured again, as many trials as it had, on a fresh start of its server; it stands
    only if that start shows it too (stats.replicated). One start cannot tell its own
-   offset from a change of vLLM (measured: docs/validation.md).
+   offset from a change of vLLM (measured: docs/validation.md). With ``[compare]
+   confirm_after_matrix`` the plan only names the flags (:class:`Flag`, in
+   ``PlanOutcome.deferred``); the measurer runs :func:`measure_flags_again` for them after
+   every config's cases, so a change of the host lasting minutes cannot both raise a flag
+   and confirm it.
 
 Steps and what the plan is sent back for each:
 
@@ -45,11 +49,14 @@ __all__ = [
     "RETRY_BATCH",
     "RETRY_CAP_FACTOR",
     "Compare",
+    "Flag",
     "PlanOutcome",
     "Restart",
     "RunTrials",
     "Say",
     "TrialSpec",
+    "flags",
+    "measure_flags_again",
     "trial_plan",
 ]
 
@@ -99,9 +106,21 @@ PlanFeedback: TypeAlias = "Mapping[int, CaseComparison | None] | str | None"
 
 
 @dataclass(frozen=True)
+class Flag:
+    """A case flagged against the baseline: the metrics a fresh server start can confirm or
+    clear, and how many trials the first start measured (the fresh one measures as many)."""
+
+    metrics: tuple[str, ...]
+    trials: int
+
+
+@dataclass(frozen=True)
 class PlanOutcome:
     retries: dict[int, InconclusiveRetry] = field(default_factory=dict)
     confirmations: dict[int, FreshServerConfirmation] = field(default_factory=dict)
+    #: Flags whose fresh-server measurement waits for the other configs' cases
+    #: (``confirm_later``).
+    deferred: dict[int, Flag] = field(default_factory=dict)
 
 
 def trial_plan(
@@ -111,19 +130,29 @@ def trial_plan(
     *,
     retry_cap: int | None = None,
     confirm: bool = False,
+    confirm_later: bool = False,
     batch: int = RETRY_BATCH,
 ) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
     """The plan for one server config's cases. ``retry_cap``: None without retries (or
     without a baseline to compare with); ``confirm``: the fresh-server rule is on and there
-    is a baseline."""
+    is a baseline; ``confirm_later``: name the flags instead of measuring them again now
+    (``[compare] confirm_after_matrix``)."""
     concs = tuple(concurrencies)
     yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(repeats) for c in concs))
     retries: dict[int, InconclusiveRetry] = {}
     if retry_cap is not None:
         retries = yield from retry_batches(config_id, concs, retry_cap, batch)
-    confirmations: dict[int, FreshServerConfirmation] = {}
-    if confirm:
-        confirmations = yield from confirm_on_fresh_server(config_id, concs)
+    if not confirm:
+        return PlanOutcome(retries)
+    if confirm_later:
+        deferred = yield from flags(concs)
+        if deferred:
+            ids = "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}"
+                            for c, f in deferred.items())
+            yield Say(f"specperf: flagged against the baseline ({ids}): measured again on a "
+                      "fresh vLLM server after the other configs' cases, before deciding")
+        return PlanOutcome(retries, deferred=deferred)
+    confirmations = yield from confirm_on_fresh_server(config_id, concs)
     return PlanOutcome(retries, confirmations)
 
 
@@ -185,46 +214,60 @@ def retry_batches(
     return records
 
 
+def flags(concs: Sequence[int]) -> Generator[PlanStep, PlanFeedback, dict[int, Flag]]:
+    """The cases flagged against the baseline as measured so far, by concurrency."""
+    # Here: compare loads scipy, which only a run that compares as it goes needs.
+    from specperf.analysis.compare import flagged_metrics
+
+    found = yield from _compare(concs)
+    out: dict[int, Flag] = {}
+    for c in concs:
+        cc = found.get(c)
+        if cc is not None and (metrics := flagged_metrics(cc)):
+            out[c] = Flag(tuple(metrics), cc.current_trials)
+    return out
+
+
 def confirm_on_fresh_server(
     config_id: str, concs: Sequence[int],
 ) -> Generator[PlanStep, PlanFeedback, dict[int, FreshServerConfirmation]]:
     """Measure the flagged cases again on a fresh server, as many trials as each had (so
     each start weighs the same), and judge them on both starts. Costs a server start only
     when something is flagged."""
-    # Here: compare loads scipy, which only a run that compares as it goes needs.
-    from specperf.analysis.compare import flagged_metrics
-
-    found = yield from _compare(concs)
-    flagged: dict[int, list[str]] = {}
-    first: dict[int, int] = {}
-    for c in concs:
-        cc = found.get(c)
-        if cc is not None and (metrics := flagged_metrics(cc)):
-            flagged[c] = metrics
-            first[c] = cc.current_trials
+    flagged = yield from flags(concs)
     if not flagged:
         return {}
-    ids = "; ".join(f"{config_id}-c{c} {', '.join(m)}" for c, m in flagged.items())
+    ids = "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
     yield Say(f"specperf: flagged against the baseline ({ids}): measuring again on a "
               "fresh vLLM server before deciding")
+    return (yield from measure_flags_again(config_id, flagged))
+
+
+def measure_flags_again(
+    config_id: str, flagged: Mapping[int, Flag],
+) -> Generator[PlanStep, PlanFeedback, dict[int, FreshServerConfirmation]]:
+    """Start the config's server again, measure each flagged case for as many trials as
+    its first start had, and judge it on both starts."""
     again = tuple(sorted(flagged))
     failed = yield Restart(again)
     if failed is not None:
         # The first start's measurement stands; the case says it is unconfirmed.
         note = f"not confirmed: the fresh server did not start ({failed})"
         yield Say(f"specperf: {config_id}: {note}")
-        return {c: FreshServerConfirmation(triggered_by=m, first_trials=first[c],
-                                           trials=first[c], note=note)
-                for c, m in flagged.items()}
-    yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(max(first.values()))
-                          for c in again if r < first[c]))
+        return {c: FreshServerConfirmation(triggered_by=list(f.metrics), first_trials=f.trials,
+                                           trials=f.trials, note=note)
+                for c, f in flagged.items()}
+    most = max(f.trials for f in flagged.values())
+    yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(most)
+                          for c in again if r < flagged[c].trials))
     now = yield from _compare(again)
     out = {}
-    for c, metrics in flagged.items():
+    for c, f in flagged.items():
         cc = now.get(c)
         verdicts = {m.metric: m.verdict.value for m in cc.comparisons} if cc else {}
         out[c] = FreshServerConfirmation(
-            triggered_by=metrics, first_trials=first[c], trials=cc.current_trials if cc else first[c],
-            outcome={m: verdicts.get(m, "inconclusive") for m in metrics})
+            triggered_by=list(f.metrics), first_trials=f.trials,
+            trials=cc.current_trials if cc else f.trials,
+            outcome={m: verdicts.get(m, "inconclusive") for m in f.metrics})
         yield Say(f"specperf: {config_id}-c{c}: {out[c].summary_line()}")
     return out

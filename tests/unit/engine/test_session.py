@@ -328,6 +328,130 @@ def test_a_fresh_server_that_does_not_start_leaves_the_first_measurement(
     assert cfg.id not in ps.server_errors
 
 
+# --- [compare] confirm_after_matrix ---------------------------------------------------
+
+
+def _later_setup(tmp_path: Path, said: list[str], fresh: float = 1.5,
+                 fail: str | None = None) -> tuple[PerfSession, Any, list[str], Case]:
+    """draft-k2-c1 1.5x slower than its baseline on its first start (flagged), ``fresh``
+    on the fresh one; self-k3-c1 selected too, with no baseline (never flagged)."""
+    ps, cfg = _flagged_setup(tmp_path, said)
+    ps.profile.compare.confirm_after_matrix = True
+    n = ps.repeats
+    ps.wanted.update({cfg.id: {1}, "self-k3": {1}})  # the measurer's too
+    ps.measurer.runner = FakeRunner(iter(  # type: ignore[assignment]
+        _slow_trials(11, n, 1.5) + _slow_trials(12, n, 1.0) + _slow_trials(13, n, fresh)))
+    started = fresh_starts(ps)
+    if fail is not None:
+        def start(config_id: str) -> Any:
+            started.append(config_id)
+            if started.count(config_id) > 1:
+                exc = ServerError(config_id, fail, Path("x.log"), "")
+                ps.pool.record_error(config_id, exc)
+                raise exc
+            return fake_server(config_id)
+        ps.pool._start = start  # type: ignore[method-assign]  # noqa: SLF001
+    return ps, cfg, started, Case(config_id=cfg.id, concurrency=1)
+
+
+def test_a_flag_waits_for_the_other_configs_then_is_measured_on_a_fresh_server(
+        tmp_path: Path) -> None:
+    said: list[str] = []
+    ps, cfg, started, case = _later_setup(tmp_path, said)
+    n = ps.repeats
+    first = ps.measure(case)
+    # Flagged and left waiting: one start, the first start's trials, no confirmation yet.
+    assert started == [cfg.id] and list(ps.measurer.pending) == [cfg.id]
+    assert first.confirmation is None and all(t.server_start is None for t in first.trials)
+    assert any("fresh vLLM server after the other configs' cases" in s for s in said)
+    # The first judged item: the unmeasured config is measured (and its server stopped),
+    # then the flag is measured again on a fresh start of draft-k2's server.
+    ps.measure_matrix_and_confirm()
+    assert started == [cfg.id, "self-k3", cfg.id] and not ps.measurer.pending
+    again = ps.measurer.results[case]
+    assert [t.server_start for t in again.trials] == [0] * n + [1] * n
+    rec = again.confirmation
+    assert rec is not None and rec.later_by_s is not None and rec.later_by_s >= 0
+    assert rec.outcome["TPOT"] == "regression" and rec.first_trials == n and rec.trials == 2 * n
+    assert "min later, after the other configs" in rec.summary_line()
+    cc = ps.measurer.comparisons[case]
+    assert cc is not None
+    tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
+    assert tpot.verdict is Verdict.REGRESSION and "confirmed on 2 server starts" in tpot.reason
+    # Nothing waits any more: a later judged item measures nothing again.
+    ps.measure_matrix_and_confirm()
+    assert started == [cfg.id, "self-k3", cfg.id]
+
+
+def test_a_judged_item_that_measures_its_own_config_still_waits_for_the_others(
+        tmp_path: Path) -> None:
+    """Only judged items selected (e.g. -k latency): the first one measures its config,
+    then the configs not measured yet, then the flag on a fresh start; its check reads
+    both starts."""
+    ps, cfg, started, case = _later_setup(tmp_path, [])
+    checks = ps.evaluate("latency", case)
+    assert started == [cfg.id, "self-k3", cfg.id]
+    tpot = next(c for c in checks if c.metric == "TPOT")
+    assert tpot.outcome == "fail" and "confirmed on 2 server starts" in tpot.message
+
+
+def test_a_flag_the_fresh_start_does_not_show_is_inconclusive(tmp_path: Path) -> None:
+    ps, _, _, case = _later_setup(tmp_path, [], fresh=1.0)
+    ps.measure(case)
+    ps.measure_matrix_and_confirm()
+    rec = ps.measurer.results[case].confirmation
+    assert rec is not None and rec.outcome["TPOT"] != "regression"
+    cc = ps.measurer.comparisons[case]
+    assert cc is not None
+    tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
+    assert tpot.verdict is Verdict.INCONCLUSIVE and "not confirmed on a fresh server" in tpot.reason
+
+
+def test_a_later_fresh_start_that_fails_leaves_the_first_measurement(tmp_path: Path) -> None:
+    said: list[str] = []
+    ps, cfg, started, case = _later_setup(tmp_path, said, fail="exited with code 1")
+    first = ps.measure(case)
+    ps.measure_matrix_and_confirm()
+    assert started == [cfg.id, "self-k3", cfg.id]
+    result = ps.measurer.results[case]
+    rec = result.confirmation
+    assert rec is not None and rec.note is not None and "did not start" in rec.note
+    assert rec.trials == rec.first_trials == ps.repeats and rec.later_by_s is not None
+    assert len(result.trials) == len(first.trials)
+    assert cfg.id not in ps.server_errors and not ps.measurer.pending
+
+
+def test_flags_left_waiting_at_the_end_say_why(tmp_path: Path) -> None:
+    ps, _, _, case = _later_setup(tmp_path, [])
+    ps.measure(case)
+    ps.abandon_pending(interrupted=True)
+    rec = ps.measurer.results[case].confirmation
+    assert rec is not None and not ps.measurer.pending
+    assert rec.note == "not confirmed: the run was interrupted before the fresh start"
+    assert rec.trials == rec.first_trials == ps.repeats and not rec.outcome
+
+
+def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path: Path) -> None:
+    ps = session(tmp_path, None, [])
+    nospec = ps.profile.nospec
+    assert nospec is not None
+    c1 = Case(config_id="draft-k2", concurrency=1)
+    ps.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
+    at_once = {k: ps.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
+    assert at_once == {k: ["draft-k2", nospec.id] for k in at_once}
+    ps.profile.compare.confirm_after_matrix = True
+    later = {k: ps.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
+    # The matrix item measures draft-k2; the judged ones need only the no-spec server its
+    # fresh start would pair with.
+    assert later == {"requests": ["draft-k2", nospec.id], "tpot_gain": [nospec.id],
+                     "latency": [nospec.id]}
+    # A config only judged items select is measured by them: they need its server.
+    alone = session(tmp_path, None, [])
+    alone.profile.compare.confirm_after_matrix = True
+    alone.select([("latency", c1)])
+    assert alone.needed_configs("latency", c1) == ["draft-k2"]
+
+
 # --- the pinned-acceptance twin (docs/attribution.md) ----------------------------------
 
 

@@ -13,11 +13,13 @@ from specperf.config.profile import Profile, load_profile
 from specperf.engine.trial_plan import (
     RETRY_BATCH,
     Compare,
+    Flag,
     PlanOutcome,
     Restart,
     RunTrials,
     Say,
     TrialSpec,
+    measure_flags_again,
     trial_plan,
 )
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
@@ -191,6 +193,42 @@ def test_a_fresh_server_that_does_not_start_leaves_the_first_measurement(
     assert rec.trials == rec.first_trials == 5 and not rec.outcome
     assert len(drive.runs()) == 1  # no trial without a server
     assert drive.said()[-1] == f"specperf: draft-k2: {rec.note}"
+
+
+def test_confirm_later_names_the_flags_and_starts_nothing(profile: Profile) -> None:
+    base = base_case(profile, trials_of(3, 5, run_cv=0.03))
+    drive = Driver(profile, {1: base}, {1: iter(trials_of(11, 5, 1.5, 0.03))})
+    out = drive.run(trial_plan("draft-k2", [1], 5, confirm=True, confirm_later=True))
+    assert not any(isinstance(s, Restart) for s in drive.steps) and len(drive.runs()) == 1
+    assert out.confirmations == {} and set(out.deferred) == {1}
+    flag = out.deferred[1]
+    assert "TPOT" in flag.metrics and flag.trials == 5
+    assert drive.said() == [
+        f"specperf: flagged against the baseline (draft-k2-c1 {', '.join(flag.metrics)}): "
+        "measured again on a fresh vLLM server after the other configs' cases, before deciding"]
+
+
+def test_confirm_later_without_a_flag_names_none(profile: Profile) -> None:
+    base = base_case(profile, trials_of(3, 5, run_cv=0.03))
+    drive = Driver(profile, {1: base}, {1: iter(trials_of(11, 5, 1.0, 0.03))})
+    out = drive.run(trial_plan("draft-k2", [1], 5, confirm=True, confirm_later=True))
+    assert out == PlanOutcome() and drive.said() == []
+
+
+def test_a_named_flag_is_measured_again_later_as_at_once(profile: Profile) -> None:
+    """The later confirmation is the same measurement: a fresh start, as many trials as the
+    first start had (the first warming it up), judged on both starts."""
+    base = base_case(profile, trials_of(3, 5, run_cv=0.03))
+    drive = Driver(profile, {1: base}, {1: iter(trials_of(13, 5, 1.5, 0.03))})
+    drive.trials[1] = trials_of(11, 5, 1.5, 0.03)
+    flag = Flag(("TPOT",), 5)
+    out = drive.run(measure_flags_again("draft-k2", {1: flag}))
+    assert [s for s in drive.steps if isinstance(s, Restart)] == [Restart((1,))]
+    assert drive.runs() == [(TrialSpec(1, True),) + (TrialSpec(1),) * 4]
+    rec = out[1]
+    assert rec.triggered_by == ["TPOT"] and rec.first_trials == 5 and rec.trials == 10
+    assert rec.outcome == {"TPOT": "regression"} and rec.later_by_s is None
+    assert drive.said() == [f"specperf: draft-k2-c1: {rec.summary_line()}"]
 
 
 def test_retry_needs_a_positive_batch() -> None:

@@ -33,18 +33,18 @@ from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_
 from specperf.engine.servers import ServerPool
 from specperf.engine.trial_plan import (
     Compare,
-    Flag,
     PlanFeedback,
     PlanOutcome,
     PlanStep,
     Restart,
     RunTrials,
     Say,
+    flag_ids,
     measure_flags_again,
     trial_plan,
 )
 from specperf.engine.trials import TrialRunner
-from specperf.schemas import Case, CaseResult, FreshServerConfirmation, Trial
+from specperf.schemas import Case, CaseResult, Trial
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -188,13 +188,13 @@ class CaseMeasurer:
                 case = Case(config_id=pending.run.cfg.id, concurrency=c)
                 if case in self.results:
                     self.results[case] = self.results[case].model_copy(update={
-                        "confirmation": _unconfirmed(flag, f"not confirmed: {why}")})
+                        "confirmation": flag.unconfirmed(f"not confirmed: {why}")})
 
     def _confirm_later(self, pending: _Pending) -> None:
         run, flagged = pending.run, pending.outcome.deferred
         waited = time.monotonic() - pending.flagged_at
-        ids = "; ".join(f"{run.cfg.id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
-        self.say(f"specperf: flagged {waited / 60:.0f} min ago ({ids}), the other configs' "
+        self.say(f"specperf: flagged {waited / 60:.0f} min ago "
+                 f"({flag_ids(run.cfg.id, flagged)}), the other configs' "
                  "cases measured since: measuring again on a fresh vLLM server")
         run.twin = None  # the attribution is the first start's; its twin is stopped
         nospec = self.profile.nospec
@@ -217,7 +217,7 @@ class CaseMeasurer:
             note = (f"not confirmed: measuring on the fresh server failed: "
                     f"{type(exc).__name__}: {one_line(str(exc))}")
             self.say(f"specperf: {run.cfg.id}: {note}")
-            confirmations = {c: _unconfirmed(f, note) for c, f in flagged.items()}
+            confirmations = {c: f.unconfirmed(note) for c, f in flagged.items()}
         finally:
             if nospec is None or run.cfg.id != nospec.id:
                 self.pool.stop(run.cfg.id)
@@ -478,8 +478,3 @@ class CaseMeasurer:
             f"{result.tpot_ms.median or float('nan'):.2f} ms, "
             f"{result.output_throughput:.1f} tok/s{acc_txt}" + (f"; {busy}" if busy else "")
         )
-
-
-def _unconfirmed(flag: Flag, note: str) -> FreshServerConfirmation:
-    return FreshServerConfirmation(triggered_by=list(flag.metrics), first_trials=flag.trials,
-                                   trials=flag.trials, note=note)

@@ -55,6 +55,7 @@ __all__ = [
     "RunTrials",
     "Say",
     "TrialSpec",
+    "flag_ids",
     "flags",
     "measure_flags_again",
     "trial_plan",
@@ -113,6 +114,17 @@ class Flag:
     metrics: tuple[str, ...]
     trials: int
 
+    def unconfirmed(self, note: str) -> FreshServerConfirmation:
+        """The record of a flag its fresh start could not measure: the first start's
+        measurement stands, and ``note`` says why."""
+        return FreshServerConfirmation(triggered_by=list(self.metrics), first_trials=self.trials,
+                                       trials=self.trials, note=note)
+
+
+def flag_ids(config_id: str, flagged: Mapping[int, Flag]) -> str:
+    """'draft-k2-c1 TPOT, E2E; draft-k2-c4 TPOT': the flags, as the console names them."""
+    return "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
+
 
 @dataclass(frozen=True)
 class PlanOutcome:
@@ -147,10 +159,9 @@ def trial_plan(
     if confirm_later:
         deferred = yield from flags(concs)
         if deferred:
-            ids = "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}"
-                            for c, f in deferred.items())
-            yield Say(f"specperf: flagged against the baseline ({ids}): measured again on a "
-                      "fresh vLLM server after the other configs' cases, before deciding")
+            yield Say(f"specperf: flagged against the baseline ({flag_ids(config_id, deferred)}): "
+                      "measured again on a fresh vLLM server after the other configs' cases, "
+                      "before deciding")
         return PlanOutcome(retries, deferred=deferred)
     confirmations = yield from confirm_on_fresh_server(config_id, concs)
     return PlanOutcome(retries, confirmations)
@@ -237,9 +248,8 @@ def confirm_on_fresh_server(
     flagged = yield from flags(concs)
     if not flagged:
         return {}
-    ids = "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
-    yield Say(f"specperf: flagged against the baseline ({ids}): measuring again on a "
-              "fresh vLLM server before deciding")
+    yield Say(f"specperf: flagged against the baseline ({flag_ids(config_id, flagged)}): "
+              "measuring again on a fresh vLLM server before deciding")
     return (yield from measure_flags_again(config_id, flagged))
 
 
@@ -254,9 +264,7 @@ def measure_flags_again(
         # The first start's measurement stands; the case says it is unconfirmed.
         note = f"not confirmed: the fresh server did not start ({failed})"
         yield Say(f"specperf: {config_id}: {note}")
-        return {c: FreshServerConfirmation(triggered_by=list(f.metrics), first_trials=f.trials,
-                                           trials=f.trials, note=note)
-                for c, f in flagged.items()}
+        return {c: f.unconfirmed(note) for c, f in flagged.items()}
     most = max(f.trials for f in flagged.values())
     yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(most)
                           for c in again if r < flagged[c].trials))

@@ -17,13 +17,12 @@ import pytest
 
 from tests.e2e.fault_battery import (
     Battery,
-    Outcome,
     assert_baselines_intact,
-    assert_no_vllm_left,
     battery_profile,
     victim,
     why,
 )
+from tests.e2e.perf_process import Outcome, assert_no_vllm_left
 
 
 def session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:

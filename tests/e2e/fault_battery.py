@@ -20,22 +20,25 @@ with what the user sees is docs/faults.md.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from specperf.schemas import Baseline, RunResult
-from tests.support import PERF_PYTEST, REPO_ROOT
+from specperf.schemas import Baseline
+from tests.e2e.perf_process import (
+    RUN_TIMEOUT_S,
+    Outcome,
+    assert_no_vllm_left,
+    perf_argv,
+    perf_env,
+)
+from tests.support import REPO_ROOT
 
 CI_PROFILE = REPO_ROOT / "tests" / "profiles" / "cpu-ci.toml"
 DATASET = REPO_ROOT / "datasets" / "sharegpt-tiny.json"
 ENGINE = REPO_ROOT / "src" / "specperf" / "engine"
-RUN_TIMEOUT_S = 900
 TAIL = "--- last "  # what precedes a server log's tail in every failure message
 
 
@@ -114,46 +117,6 @@ def victim(config_id: str, serve_args: list[str] | None = None,
 # ------------------------------------------------------------------------- processes
 
 
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    for key in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT", "SPECPERF_TEST_STANDIN",
-                "SPECPERF_PROXY_DELAY_MS"):
-        env.pop(key, None)
-    env["COLUMNS"] = "160"
-    env.update(extra or {})
-    return env
-
-
-def vllm_left(marker: Path) -> list[int]:
-    """`pgrep -f vllm.entrypoints`, narrowed to servers of this battery (their
-    environment names its run directory: SPECPERF_RUN_DIR); a neighbour's vLLM is not ours."""
-    found = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True,
-                           text=True, check=False).stdout.split()
-    mine = []
-    for pid in found:
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if str(marker).encode() in environ:
-            mine.append(int(pid))
-    return mine
-
-
-def assert_no_vllm_left(marker: Path) -> None:
-    for _ in range(20):  # the run waited for its servers; give the kernel a moment to reap
-        left = vllm_left(marker)
-        if not left:
-            return
-        time.sleep(0.5)
-    for pid in left:  # do not leak into the next fault even when failing
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    raise AssertionError(f"vLLM processes outlived the run: {left}")
-
-
 def assert_baselines_intact(root: Path) -> int:
     """Every baseline file under ``root`` validates and no temp file of a write is left;
     returns how many were checked."""
@@ -166,21 +129,6 @@ def assert_baselines_intact(root: Path) -> int:
             Baseline.model_validate_json(f.read_text())
             n += 1
     return n
-
-
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    run_dir: Path
-
-    @property
-    def run(self) -> RunResult:
-        return RunResult.model_validate_json((self.run_dir / "run.json").read_text())
-
-    def measured(self) -> set[str]:
-        """Config ids with a measured case whose requests succeeded."""
-        return {c.case.config_id for c in self.run.cases if c.n_requests > c.n_errors}
 
 
 class Battery:
@@ -197,17 +145,8 @@ class Battery:
         return path
 
     def argv(self, run_dir: Path, profile: Path, baselines: Path, *args: str) -> list[str]:
-        return [*PERF_PYTEST, "-rA",
-                "-p", "tests.e2e.standin_faults", "--perf-progress", "plain",
-                # The guard would measure trials again while the battery's own processes
-                # are busy; these runs prove fault handling, not figures.
-                "--perf-max-outside-cores", "0",
-                # Nor more trials for undecided checks: two requests decide nothing, and
-                # the extra trials would only lengthen every run.
-                "--perf-retry-inconclusive=off",
-                "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-                "--perf-models-cache", str(self.models), "--perf-baselines", str(baselines),
-                *args]
+        return perf_argv(profile, run_dir, self.models, baselines,
+                         "-p", "tests.e2e.standin_faults", *args)
 
     def run(self, name: str, *args: str, profile: Path | None = None,
             baselines: Path | None = None, standin: dict[str, object] | None = None) -> Outcome:
@@ -216,7 +155,7 @@ class Battery:
         proc = subprocess.run(self.argv(run_dir, profile or self.profile,
                                         baselines or self.baselines, *args),
                               cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S, env=_env(extra))
+                              timeout=RUN_TIMEOUT_S, env=perf_env(extra))
         out = proc.stdout + proc.stderr
         (self.root / "runs" / f"{name}.out").write_text(out)
         return Outcome(proc.returncode, out, run_dir)
@@ -231,7 +170,7 @@ class Battery:
         proc = subprocess.Popen(
             self.argv(run_dir, profile or self.profile, self.baselines, *args),
             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=_env(), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            env=perf_env(), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert proc.stdout is not None
         lines = []
         for line in proc.stdout:

@@ -25,7 +25,7 @@ from specperf.engine.observer import LineObserver
 from specperf.engine.servers import ServerPool, pinned_id
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import Case
-from tests.e2e.fault_battery import assert_no_vllm_left
+from tests.e2e.perf_process import assert_no_vllm_left
 from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, unchecked
 
 pytestmark = [

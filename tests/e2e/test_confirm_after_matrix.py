@@ -13,15 +13,12 @@ server starts (nospec, draft-k2, draft-k1, draft-k2 again).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from specperf.schemas import RunResult
-from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.e2e.perf_process import run_perf
+from tests.support import INSTALL_VLLM, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -32,7 +29,6 @@ pytestmark = [
     ),
 ]
 
-RUN_TIMEOUT_S = 900
 #: The stand-in's stretch: each decode 1 + STRETCH times as long as it took.
 STRETCH = 19.0
 
@@ -67,30 +63,17 @@ def test_a_flag_is_measured_again_after_the_other_configs(
         tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "confirm-later.toml"
     profile.write_text(profile_text())
-    run_dir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {
-        "COLUMNS": "160",
+    perf = run_perf(tmp_path, profile, models_cache, env={
         # The STAND-IN: only draft-k2's load goes through the stretching proxy.
         "SPECPERF_PROXY_STRETCH": str(STRETCH),
         "SPECPERF_PROXY_CONFIGS": "draft-k2",
-    }
-    cmd = [*PERF_PYTEST, "-rA",
-           "--perf-progress", "plain", "--perf-max-outside-cores", "0",
-           "--perf-retry-inconclusive=off",
-           "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(models_cache),
-           "--perf-baselines", str(tmp_path / "baselines")]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S, env=env)
-    out = proc.stdout + proc.stderr
-    (tmp_path / "run.out").write_text(out)
-    assert_no_vllm_left(tmp_path)
-    assert proc.returncode == 1, out[-6000:]
-    run = RunResult.model_validate_json((run_dir / "run.json").read_text())
+    })
+    out = perf.out
+    assert perf.code == 1, out[-6000:]
+    run = perf.run
 
     # The order on the console: the flag, then the other config, then the fresh start.
-    flagged = out.index("specperf: flagged against the baseline (draft-k2-c1 TPOT gain): "
+    flagged = out.index("specperf: flagged as a regression (draft-k2-c1 TPOT gain): "
                         "measured again on a fresh vLLM server after the other configs' cases")
     other = out.index("specperf: starting vLLM for draft-k1 on")
     starts = [n for n in range(len(out)) if out.startswith("specperf: starting vLLM for "

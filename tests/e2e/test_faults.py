@@ -24,9 +24,9 @@ from tests.e2e.fault_battery import (
     assert_baselines_intact,
     battery_profile,
     victim,
-    vllm_left,
     why,
 )
+from tests.e2e.perf_process import vllm_left
 from tests.support import INSTALL_VLLM, unchecked
 
 pytestmark = [

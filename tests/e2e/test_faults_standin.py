@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.fault_battery import Battery, Outcome
+from tests.e2e.fault_battery import Battery
+from tests.e2e.perf_process import Outcome
 from tests.support import INSTALL_VLLM, unchecked
 
 pytestmark = [

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from tests.e2e.fault_battery import Battery, Outcome, why
+from tests.e2e.fault_battery import Battery, why
+from tests.e2e.perf_process import Outcome
 from tests.support import INSTALL_VLLM, unchecked
 
 pytestmark = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_perf_runs import Workspace, load_run
+from tests.e2e.perf_process import run_perf
 from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
 pytestmark = [
@@ -21,19 +21,19 @@ pytestmark = [
 ]
 
 METHODS_PROFILE = REPO_ROOT / "perf_tests" / "profiles" / "cpu-methods.toml"
+RUN_TIMEOUT_S = 1500  # as test_perf_runs.py's runs: a start beside other tests can take minutes
 
 
 def test_eagle3_head_is_accepted_and_reported_per_position(
-        tmp_path_factory: pytest.TempPathFactory, models_cache: Path) -> None:
-    ws = Workspace(tmp_path_factory.mktemp("methods"), models_cache)
-    # Acceptance alone, which is counted, not timed: no contention guard (`nox -s tests`
-    # runs this beside other tests).
-    proc, run_dir = ws.run("-k", "test_acceptance and eagle3-k3-c1", "--perf-max-outside-cores",
-                           "0", profile=METHODS_PROFILE)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+        tmp_path: Path, models_cache: Path) -> None:
+    # Acceptance alone, which is counted, not timed: run_perf's perf run has no contention
+    # guard (`nox -s tests` runs this beside other tests).
+    perf = run_perf(tmp_path, METHODS_PROFILE, models_cache, "-k",
+                    "test_acceptance and eagle3-k3-c1", timeout_s=RUN_TIMEOUT_S)
+    out = perf.out
+    assert perf.code == 0, out[-4000:]
     assert "PASSED perf_tests/test_acceptance.py::test_acceptance[eagle3-k3-c1]" in out
-    run = load_run(run_dir)
+    run = perf.run
     assert [c.case.id for c in run.cases] == ["eagle3-k3-c1"]
     (case,) = run.cases
     assert case.method == "eagle3" and case.num_speculative_tokens == 3

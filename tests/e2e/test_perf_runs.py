@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from specperf.analysis.compare import RunComparison
 from specperf.analysis.verdict import exit_status, outcomes_line
 from specperf.report.markdown import md_escape
 from specperf.schemas import Baseline, GateCheck, RunResult
+from tests.e2e.perf_process import assert_no_vllm_left, perf_env
 from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 
 # Not `alone`: every timing check here is against a baseline of one run, which can PASS or
@@ -75,45 +75,10 @@ class Workspace:
             "--perf-max-outside-cores", "0", *args,
         ]
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S, env=_env())
+                              timeout=RUN_TIMEOUT_S, env=perf_env())
         (self.root / f"{run_dir.name}.out").write_text(proc.stdout + proc.stderr)
         assert_no_vllm_left(run_dir)
         return proc, run_dir
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
-    # It would replace cpu-ci's own prompts (the override beats the profile's path).
-    env.pop("SPECPERF_SHAREGPT", None)
-    env["COLUMNS"] = "160"
-    return env
-
-
-def vllm_pids(marker: Path) -> list[int]:
-    """vLLM processes whose command line or environment mentions this run directory."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            env = (proc / "environ").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if "vllm" in cmd and str(marker) in env:
-            pids.append(int(proc.name))
-    return pids
-
-
-def assert_no_vllm_left(run_dir: Path) -> None:
-    left = vllm_pids(run_dir)
-    for pid in left:  # do not leak into the next test even when failing
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert not left, f"vLLM processes outlived the run: {left}"
 
 
 def load_run(run_dir: Path) -> RunResult:
@@ -148,7 +113,7 @@ def _why(proc: subprocess.CompletedProcess[str]) -> str:
 def specperf_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The `specperf` command, from this interpreter (its script may not be on PATH)."""
     return subprocess.run([sys.executable, "-m", "specperf.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, env=_env())
+                          capture_output=True, text=True, timeout=300, env=perf_env())
 
 
 def test_full_run_records_baseline(recorded: tuple[subprocess.CompletedProcess[str], Path],
@@ -269,7 +234,7 @@ def test_compare_pytest_and_the_nightly_report_agree(
         ["bash", str(REPO / "scripts" / "nightly-report.sh"), str(tmp_path / "shards"),
          str(tmp_path / "nightly"), str(ws.baselines)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={**_env(), "GITHUB_STEP_SUMMARY": str(summary),
+        env={**perf_env(), "GITHUB_STEP_SUMMARY": str(summary),
              "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
     assert nightly.returncode == 0, nightly.stdout + nightly.stderr  # nothing failed
     text = summary.read_text()

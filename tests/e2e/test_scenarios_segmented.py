@@ -18,16 +18,13 @@ FAILs, named, the buckets and the category (rag) past its length.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from specperf.schemas import RunResult
-from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.e2e.perf_process import run_perf
+from tests.support import INSTALL_VLLM, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -91,27 +88,12 @@ def test_a_short_context_draft_fails_the_long_bucket_and_category_by_name(
         tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "segmented-e2e.toml"
     profile.write_text(profile_text())
-    run_dir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {"COLUMNS": "200"}
-    cmd = [*PERF_PYTEST, "-rA",
-           "--perf-progress", "plain", "--perf-max-outside-cores", "0",
-           "-k", "context_length or categories",
-           "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(models_cache),
-           "--perf-baselines", str(tmp_path / "baselines")]
-    try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        assert_no_vllm_left(tmp_path)
-        raise
-    out = proc.stdout + proc.stderr
-    (tmp_path / "run.out").write_text(out)
-    assert_no_vllm_left(tmp_path)
-    assert proc.returncode == 1, out[-6000:]
+    perf = run_perf(tmp_path, profile, models_cache, "-k", "context_length or categories",
+                    columns=200, retry_inconclusive=True, timeout_s=RUN_TIMEOUT_S)
+    out, run_dir = perf.out, perf.run_dir
+    assert perf.code == 1, out[-6000:]
 
-    run = RunResult.model_validate_json((run_dir / "run.json").read_text())
+    run = perf.run
     assert run.cases == []
     # Both scenarios ran on one set of servers: three configs, logs in scenarios/segmented/.
     # A config may have a second start: a segment's gain flagged below its floor is

@@ -18,15 +18,12 @@ About 3–4 minutes on 2 quiet cores: two server starts, two 30-second soaks, on
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from specperf.schemas import RunResult
-from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.e2e.perf_process import run_perf
+from tests.support import INSTALL_VLLM, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -94,27 +91,14 @@ def test_growing_delay_fails_the_soak_and_a_k0_burst_fails_the_ramp(
         tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "scenarios-time.toml"
     profile.write_text(profile_text())
-    run_dir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {
-        "COLUMNS": "160",
+    perf = run_perf(tmp_path, profile, models_cache, "-k", "soak or ramp", env={
         # The STAND-IN: only draft-k2's load goes through the growing-delay proxy.
         "SPECPERF_PROXY_DELAY_GROWTH_MS": str(GROWTH_MS_PER_S),
         "SPECPERF_PROXY_CONFIGS": "draft-k2",
-    }
-    cmd = [*PERF_PYTEST, "-rA",
-           "--perf-progress", "plain", "--perf-max-outside-cores", "0",
-           "--perf-retry-inconclusive=off", "-k", "soak or ramp",
-           "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(models_cache),
-           "--perf-baselines", str(tmp_path / "baselines")]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S, env=env)
-    out = proc.stdout + proc.stderr
-    (tmp_path / "run.out").write_text(out)
-    assert_no_vllm_left(tmp_path)
-    assert proc.returncode == 1, out[-6000:]
-    run = RunResult.model_validate_json((run_dir / "run.json").read_text())
+    }, timeout_s=RUN_TIMEOUT_S)
+    out, run_dir = perf.out, perf.run_dir
+    assert perf.code == 1, out[-6000:]
+    run = perf.run
     assert run.time_scenarios is not None
     checks = {(c.case.id, c.gate, c.metric): c for c in run.checks}
     soaks = {s.case.config_id: s for s in run.time_scenarios.soak}

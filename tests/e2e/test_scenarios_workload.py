@@ -11,16 +11,13 @@ check naming it. The hit rates come from vLLM's own vllm:prefix_cache_* counters
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from specperf.analysis.scenarios import hit_rate, prefix_counts
-from specperf.schemas import RunResult
-from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
+from tests.e2e.perf_process import run_perf
+from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -89,28 +86,13 @@ def test_prefix_cache_clean_config_passes_and_caching_off_fails_naming_it(
         tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "scenarios-e2e.toml"
     profile.write_text(profile_text())
-    run_dir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {"COLUMNS": "160"}
-    cmd = [*PERF_PYTEST, "-rA",
-           "--perf-progress", "plain", "--perf-max-outside-cores", "0", "-k", "prefix_cache",
-           "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(models_cache),
-           "--perf-baselines", str(tmp_path / "baselines")]
-    try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        # The killed run's servers may still be starting: stop them before failing.
-        assert_no_vllm_left(tmp_path)
-        raise
-    out = proc.stdout + proc.stderr
-    (tmp_path / "run.out").write_text(out)
-    assert_no_vllm_left(tmp_path)
-    assert proc.returncode == 1, out[-6000:]
+    perf = run_perf(tmp_path, profile, models_cache, "-k", "prefix_cache",
+                    retry_inconclusive=True, timeout_s=RUN_TIMEOUT_S)
+    out, run_dir = perf.out, perf.run_dir
+    assert perf.code == 1, out[-6000:]
 
     # Only the scenario ran: on its own servers, logs under scenarios/prefix_cache/.
-    run = RunResult.model_validate_json((run_dir / "run.json").read_text())
+    run = perf.run
     assert run.cases == []
     [scenario] = run.scenarios
     by_id = {r.case.config_id: r for r in scenario.cases}

@@ -12,16 +12,13 @@ against the /metrics deltas and the stream.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from specperf.analysis import spec_counters
-from specperf.schemas import RunResult
-from tests.e2e.fault_battery import assert_no_vllm_left
-from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, trimmed_cpu_ci_profile, unchecked
+from tests.e2e.perf_process import run_perf
+from tests.support import INSTALL_VLLM, trimmed_cpu_ci_profile, unchecked
 
 pytestmark = [
     pytest.mark.vllm,
@@ -56,22 +53,11 @@ def test_silently_off_fails_and_variable_proposals_are_cross_checked(
         tmp_path: Path, models_cache: Path) -> None:
     profile = tmp_path / "spec-checks.toml"
     profile.write_text(profile_text())
-    run_dir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "SPECPERF_SHAREGPT")} | {"COLUMNS": "160"}
-    cmd = [*PERF_PYTEST, "-rA",
-           "--perf-progress", "plain", "--perf-max-outside-cores", "0",
-           "--perf-retry-inconclusive=off", "-k", "acceptance or requests",
-           "--perf-profile", str(profile), "--perf-run-dir", str(run_dir),
-           "--perf-models-cache", str(models_cache),
-           "--perf-baselines", str(tmp_path / "baselines")]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S, env=env)
-    out = proc.stdout + proc.stderr
-    (tmp_path / "run.out").write_text(out)
-    assert_no_vllm_left(tmp_path)
-    assert proc.returncode == 1, out[-6000:]
-    run = RunResult.model_validate_json((run_dir / "run.json").read_text())
+    perf = run_perf(tmp_path, profile, models_cache, "-k", "acceptance or requests",
+                    timeout_s=RUN_TIMEOUT_S)
+    out = perf.out
+    assert perf.code == 1, out[-6000:]
+    run = perf.run
     by_case = {r.case.id: r for r in run.cases}
     checks = {(c.case.id, c.metric): c for c in run.checks if c.gate == "acceptance"}
 

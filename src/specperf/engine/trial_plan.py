@@ -108,8 +108,9 @@ PlanFeedback: TypeAlias = "Mapping[int, CaseComparison | None] | str | None"
 
 @dataclass(frozen=True)
 class Flag:
-    """A case flagged against the baseline: the metrics a fresh server start can confirm or
-    clear, and how many trials the first start measured (the fresh one measures as many)."""
+    """A case flagged as a regression (against the baseline, or the TPOT gain against its
+    floor): the metrics a fresh server start can confirm or clear, and how many trials the
+    first start measured (the fresh one measures as many)."""
 
     metrics: tuple[str, ...]
     trials: int
@@ -159,7 +160,7 @@ def trial_plan(
     if confirm_later:
         deferred = yield from flags(concs)
         if deferred:
-            yield Say(f"specperf: flagged against the baseline ({flag_ids(config_id, deferred)}): "
+            yield Say(f"specperf: flagged as a regression ({flag_ids(config_id, deferred)}): "
                       "measured again on a fresh vLLM server after the other configs' cases, "
                       "before deciding")
         return PlanOutcome(retries, deferred=deferred)
@@ -226,7 +227,7 @@ def retry_batches(
 
 
 def flags(concs: Sequence[int]) -> Generator[PlanStep, PlanFeedback, dict[int, Flag]]:
-    """The cases flagged against the baseline as measured so far, by concurrency."""
+    """The cases flagged as a regression as measured so far, by concurrency."""
     # Here: compare loads scipy, which only a run that compares as it goes needs.
     from specperf.analysis.compare import flagged_metrics
 
@@ -248,7 +249,7 @@ def confirm_on_fresh_server(
     flagged = yield from flags(concs)
     if not flagged:
         return {}
-    yield Say(f"specperf: flagged against the baseline ({flag_ids(config_id, flagged)}): "
+    yield Say(f"specperf: flagged as a regression ({flag_ids(config_id, flagged)}): "
               "measuring again on a fresh vLLM server before deciding")
     return (yield from measure_flags_again(config_id, flagged))
 

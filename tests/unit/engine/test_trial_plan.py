@@ -169,7 +169,7 @@ def test_a_flagged_case_is_replayed_on_a_fresh_server(profile: Profile) -> None:
     assert "TPOT" in rec.triggered_by and rec.first_trials == 5 and rec.trials == 10
     assert rec.outcome["TPOT"] == "regression"
     said = drive.said()
-    assert said[0].startswith("specperf: flagged against the baseline (draft-k2-c1 ")
+    assert said[0].startswith("specperf: flagged as a regression (draft-k2-c1 ")
     assert said[0].endswith("measuring again on a fresh vLLM server before deciding")
     assert said[-1] == f"specperf: draft-k2-c1: {rec.summary_line()}"
 
@@ -204,7 +204,7 @@ def test_confirm_later_names_the_flags_and_starts_nothing(profile: Profile) -> N
     flag = out.deferred[1]
     assert "TPOT" in flag.metrics and flag.trials == 5
     assert drive.said() == [
-        f"specperf: flagged against the baseline (draft-k2-c1 {', '.join(flag.metrics)}): "
+        f"specperf: flagged as a regression (draft-k2-c1 {', '.join(flag.metrics)}): "
         "measured again on a fresh vLLM server after the other configs' cases, before deciding"]
 
 

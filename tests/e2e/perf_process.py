@@ -65,16 +65,20 @@ def run_perf(root: Path, profile: Path, models: Path, *args: str,
              retry_inconclusive: bool = False, timeout_s: float = RUN_TIMEOUT_S) -> Outcome:
     """One perf run in ``root`` (run directory ``root/run``, baselines ``root/baselines``,
     its console in ``root/run.out``); fails the test if a vLLM server of it outlives it,
-    a timed-out run included (its servers may still be starting)."""
+    or if it takes longer than ``timeout_s`` (its servers are then killed)."""
     run_dir = root / "run"
     argv = perf_argv(profile, run_dir, models, root / "baselines", *args,
                      retry_inconclusive=retry_inconclusive)
     try:
         proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
                               timeout=timeout_s, env=perf_env(env, columns=columns))
-    except subprocess.TimeoutExpired:
-        assert_no_vllm_left(root)
-        raise
+    except subprocess.TimeoutExpired as timed_out:
+        # pytest was killed, so its servers were not stopped: kill them here, and keep
+        # the console so far for whoever reads why the run took this long.
+        (root / "run.out").write_text(_text(timed_out.stdout) + _text(timed_out.stderr))
+        left = kill_vllm_left(root)
+        raise AssertionError(f"the perf run took more than {timeout_s:.0f} s (console so far: "
+                             f"{root / 'run.out'}; vLLM processes killed: {left})") from None
     out = proc.stdout + proc.stderr
     (root / "run.out").write_text(out)
     assert_no_vllm_left(root)
@@ -97,15 +101,31 @@ def vllm_left(marker: Path) -> list[int]:
     return mine
 
 
-def assert_no_vllm_left(marker: Path) -> None:
-    for _ in range(20):  # the run waited for its servers; give the kernel a moment to reap
+def kill_vllm_left(marker: Path) -> list[int]:
+    """The servers of this test still alive after a moment (the run waited for its
+    servers; the kernel may not have reaped them yet), killed so that they do not leak
+    into the next test."""
+    left: list[int] = []
+    for _ in range(20):
         left = vllm_left(marker)
         if not left:
-            return
+            return []
         time.sleep(0.5)
-    for pid in left:  # do not leak into the next test even when failing
+    for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    raise AssertionError(f"vLLM processes outlived the run: {left}")
+    return left
+
+
+def assert_no_vllm_left(marker: Path) -> None:
+    if left := kill_vllm_left(marker):
+        raise AssertionError(f"vLLM processes outlived the run: {left}")
+
+
+def _text(captured: str | bytes | None) -> str:
+    # TimeoutExpired carries what was read so far, as bytes even when text=True was asked.
+    if isinstance(captured, bytes):
+        return captured.decode(errors="replace")
+    return captured or ""

@@ -479,11 +479,11 @@ def compare_cases(base: CaseResult | None, cur: CaseResult,
             add(comparison, MetricDetail(key=RELATIVE_TPOT, unit="", samples=kind,
                                          note="spec TPOT / the same run's no-spec TPOT "
                                               "(1 / gain), against the baseline's"))
-    if base is None:
-        return out
-    _against_baseline(out, add, base, cur, rules, earlier, labels, spreads)
-    if reference is not None:
-        _beside_reference(out, reference, rules)
+    if base is not None:
+        _against_baseline(out, add, base, cur, rules, earlier, labels, spreads)
+        if reference is not None:
+            _beside_reference(out, reference, rules)
+    _not_measured_again(out, cur)
     return out
 
 
@@ -736,6 +736,27 @@ def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
     if len(bp) != len(cp):
         out.notes.append(f"the baseline has acceptance counters for {len(bp)} draft positions, "
                          f"the run for {len(cp)}; compared the first {min(len(bp), len(cp))}")
+
+
+def _not_measured_again(out: CaseComparison, cur: CaseResult) -> None:
+    """A timing REGRESSION of a case flagged on its first server start whose fresh start
+    was never measured (the server did not start again, the run was interrupted before it,
+    or nothing came after the matrix to measure it: ``confirmation.note`` says which) is
+    INCONCLUSIVE: ruling out one start's own offset is what the fresh start is for
+    (:func:`specperf.analysis.stats.replicated`), and it did not happen. The first start's
+    figures stand as measured; only the verdict waits. Acceptance counters need no second
+    start."""
+    confirmation = cur.confirmation
+    if confirmation is None or confirmation.note is None:
+        return
+    for i, m in enumerate(out.comparisons):
+        detail = out.detail(m)
+        if m.verdict is not Verdict.REGRESSION or detail is None or detail.samples == "counters":
+            continue
+        out.comparisons[i] = m.model_copy(update={
+            "verdict": Verdict.INCONCLUSIVE,
+            "reason": m.reason.rstrip(".") + "; flagged on the first server start, "
+            f"{confirmation.note.rstrip('.')}."})
 
 
 def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> None:

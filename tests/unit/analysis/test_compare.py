@@ -545,6 +545,30 @@ def test_a_flag_from_one_server_start_is_cleared_by_a_fresh_one_a_real_shift_is_
         assert "confirmed on 2 server starts: start 1 regression" in tpot.reason
 
 
+def test_a_flag_never_measured_on_a_fresh_start_is_inconclusive_not_a_regression() -> None:
+    """The fresh start did not happen (server did not start again, run interrupted): the
+    first start's figures stand, its timing REGRESSIONs wait as INCONCLUSIVE, saying why."""
+    *history, base = _kept_runs([1.0, 1.03, 0.97, 1.0])
+    slow = scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+                                       requests=6, seed=99), 1.35)
+    note = "not confirmed: the run was interrupted before the fresh start"
+    waiting = slow.model_copy(update={"cases": [c.model_copy(update={
+        "confirmation": FreshServerConfirmation(triggered_by=["TPOT"], first_trials=6,
+                                                trials=6, note=note)}) for c in slow.cases]})
+    flagged = compare_runs(slow, base, history=history)
+    judged = compare_runs(waiting, base, history=history)
+    for before, after in zip(flagged.cases, judged.cases, strict=True):
+        regressed = {m.metric for m in before.comparisons if m.verdict is Verdict.REGRESSION}
+        assert "TPOT" in regressed
+        for was, now in zip(before.comparisons, after.comparisons, strict=True):
+            assert (now.ratio, now.ci_low, now.ci_high) == (was.ratio, was.ci_low, was.ci_high)
+            if was.metric in regressed:
+                assert now.verdict is Verdict.INCONCLUSIVE
+                assert now.reason.endswith(f"; flagged on the first server start, {note}.")
+            else:
+                assert now.verdict is was.verdict
+
+
 def test_flagged_metrics_are_trial_latency_and_throughput_only(real: RunResult) -> None:
     slow = scale_latency(real, 1.6)
     cmp = compare_runs(slow, real, CompareRules(min_trials=2))

@@ -64,8 +64,12 @@ def test_k_selects_from_the_matrix() -> None:
     assert items and all("draft-k2-c1" in i for i in items)
 
 
-def test_items_run_config_by_config_nospec_first() -> None:
-    items = collect("--perf-profile", "cpu-tiny")
+#: cpu-tiny ships with confirm_after_matrix; this edit turns it off.
+_CONFIRM_AT_ONCE = ("confirm_after_matrix = true", "confirm_after_matrix = false")
+
+
+def test_items_run_config_by_config_nospec_first(tmp_path: Path) -> None:
+    items = collect("--perf-profile", str(_cut(tmp_path, CPU_TINY, _CONFIRM_AT_ONCE)))
     configs = [i.split("[", 1)[1].rsplit("-c", 1)[0] for i in items
                if not i.endswith("[no-cases]")]
     seen: list[str] = []
@@ -78,16 +82,17 @@ def test_items_run_config_by_config_nospec_first() -> None:
 
 def test_confirm_after_matrix_runs_the_judged_items_after_every_configs_cases(
         tmp_path: Path) -> None:
-    """[compare] confirm_after_matrix: the items that read the comparison (TPOT gain,
-    latency, throughput) come after every config's requests and acceptance items, still
-    config by config, so a flag raised in the matrix is measured again minutes later."""
-    path = _cut(tmp_path, CPU_TINY, ("[compare]\n", "[compare]\nconfirm_after_matrix = true\n"))
-    items = [i for i in collect("--perf-profile", str(path)) if not i.endswith("[no-cases]")]
+    """[compare] confirm_after_matrix (cpu-tiny sets it): the items that read the comparison
+    (TPOT gain, latency, throughput) come after every config's requests and acceptance
+    items, still config by config, so a flag raised in the matrix is measured again minutes
+    later."""
+    items = [i for i in collect("--perf-profile", "cpu-tiny") if not i.endswith("[no-cases]")]
     judged = ("::test_tpot_gain[", "::test_latency[", "::test_throughput[")
     first_judged = next(n for n, i in enumerate(items) if any(j in i for j in judged))
     assert all(not any(j in i for j in judged) for i in items[:first_judged])
     assert all(any(j in i for j in judged) for i in items[first_judged:])
-    plain = [i for i in collect("--perf-profile", "cpu-tiny") if not i.endswith("[no-cases]")]
+    at_once = _cut(tmp_path, CPU_TINY, _CONFIRM_AT_ONCE)
+    plain = [i for i in collect("--perf-profile", str(at_once)) if not i.endswith("[no-cases]")]
     assert sorted(items) == sorted(plain) and items != plain  # the same items, reordered
     for part in (items[:first_judged], items[first_judged:]):
         configs = [i.split("[", 1)[1].rsplit("-c", 1)[0] for i in part]

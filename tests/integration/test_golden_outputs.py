@@ -24,7 +24,9 @@ the scenario kinds and gates context_length and categories, and the help lists
 fetch-specbench, #16; the compare rules gained acceptance_exact, false for a profile
 sampled at temperature > 0, #17; the run schema's metric keys gained tpot_vs_nospec, the
 TPOT gain against the baseline with a rule of its own, #13; the time breakdown gained
-busy_waits_s, the waits for a quiet machine that were part of other_s, #13).
+busy_waits_s, the waits for a quiet machine that were part of other_s, #13; cpu-tiny
+collects the same node ids in a new order, its judged items after the matrix, since it sets
+[compare] confirm_after_matrix, #13).
 """
 
 from __future__ import annotations

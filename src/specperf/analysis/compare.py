@@ -719,11 +719,8 @@ def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
         # Sampled at temperature > 0: the counters of one server start are not the
         # release's (they moved 0 → 82 of ~600 between two starts), so neither a
         # difference nor an equality is evidence.
-        return judged.model_copy(update={
-            "verdict": Verdict.INCONCLUSIVE,
-            "reason": judged.reason.rstrip(".") + "; not decided: sampled at temperature > 0, "
-                      "acceptance varies between server starts (judged exactly at "
-                      "temperature 0 only)."})
+        return _held(judged, "; not decided: sampled at temperature > 0, acceptance varies "
+                             "between server starts (judged exactly at temperature 0 only).")
 
     add(rate(rule.name, ba.rate, ca.rate),
         detail(f"{ba.accepted_tokens:g}/{ba.draft_tokens:g} → "
@@ -738,6 +735,25 @@ def _compare_acceptance(base: CaseResult, cur: CaseResult, rule: MetricRule,
                          f"the run for {len(cp)}; compared the first {min(len(bp), len(cp))}")
 
 
+def _held(m: Comparison, why: str) -> Comparison:
+    """``m`` as INCONCLUSIVE, its reason extended by ``why`` (which starts with "; "):
+    the figures stand as measured, only the verdict waits for what ``why`` says is missing."""
+    return m.model_copy(update={"verdict": Verdict.INCONCLUSIVE,
+                                "reason": m.reason.rstrip(".") + why})
+
+
+def _hold_timing_regressions(out: CaseComparison, why: str, *,
+                             skip: tuple[str, ...] = ()) -> None:
+    """Every timing REGRESSION of ``out`` (not the exact acceptance counters, nor the
+    metrics in ``skip``) made INCONCLUSIVE with ``why``, in place."""
+    for i, m in enumerate(out.comparisons):
+        detail = out.detail(m)
+        if (m.verdict is not Verdict.REGRESSION or detail is None
+                or detail.samples == "counters" or detail.key in skip):
+            continue
+        out.comparisons[i] = _held(m, why)
+
+
 def _not_measured_again(out: CaseComparison, cur: CaseResult) -> None:
     """A timing REGRESSION of a case flagged on its first server start whose fresh start
     was never measured (the server did not start again, the run was interrupted before it,
@@ -749,32 +765,21 @@ def _not_measured_again(out: CaseComparison, cur: CaseResult) -> None:
     confirmation = cur.confirmation
     if confirmation is None or confirmation.note is None:
         return
-    for i, m in enumerate(out.comparisons):
-        detail = out.detail(m)
-        if m.verdict is not Verdict.REGRESSION or detail is None or detail.samples == "counters":
-            continue
-        out.comparisons[i] = m.model_copy(update={
-            "verdict": Verdict.INCONCLUSIVE,
-            "reason": m.reason.rstrip(".") + "; flagged on the first server start, "
-            f"{confirmation.note.rstrip('.')}."})
+    _hold_timing_regressions(
+        out, f"; flagged on the first server start, {confirmation.note.rstrip('.')}.")
 
 
 def _unproven_timing(out: CaseComparison, n_runs: int, rules: CompareRules) -> None:
     """A timing REGRESSION against a baseline of fewer than ``min_baseline_runs`` kept runs
     is INCONCLUSIVE: how far a whole run moves on its own (its servers' starts, the
     machine's speed that hour; measured: docs/validation.md) cannot be told from one run,
-    and a fresh-server confirmation re-measures only the current side."""
-    for i, m in enumerate(out.comparisons):
-        detail = out.detail(m)
-        if (m.verdict is not Verdict.REGRESSION or detail is None
-                or detail.samples == "counters" or detail.key == "tpot_gain"):
-            continue  # exact counters; the gain against its floor is judged within the run
-        out.comparisons[i] = m.model_copy(update={
-            "verdict": Verdict.INCONCLUSIVE,
-            "reason": m.reason.rstrip(".") + f"; but the baseline holds {n_runs} measured run"
-            f"{'s' if n_runs != 1 else ''}, fewer than the {max(rules.min_baseline_runs, 1)} "
-            "(min_baseline_runs) a timing change needs to tell itself from one run's own "
-            "offset — keep more runs with --perf-update-baselines."})
+    and a fresh-server confirmation re-measures only the current side. The gain against
+    its floor is judged within the run, so it is not held."""
+    _hold_timing_regressions(
+        out, f"; but the baseline holds {n_runs} measured run"
+        f"{'s' if n_runs != 1 else ''}, fewer than the {max(rules.min_baseline_runs, 1)} "
+        "(min_baseline_runs) a timing change needs to tell itself from one run's own "
+        "offset — keep more runs with --perf-update-baselines.", skip=("tpot_gain",))
 
 
 @dataclass(frozen=True)
@@ -855,14 +860,12 @@ def _beside_reference(out: CaseComparison, ref: BesideReference, rules: CompareR
         if beyond:
             continue
         explained = True
-        out.comparisons[i] = m.model_copy(update={
-            "verdict": Verdict.INCONCLUSIVE,
-            "reason": m.reason.rstrip(".") + (
-                f"; but the machine itself ran slower: the no-spec server measured beside "
-                f"this config ({ref.case_id}'s paired trials) took {moved} against the same "
-                "pairing in the baseline, and with that taken out the change is not wholly "
-                "beyond the limit — a baseline kept in the same hour, or TPOT vs no-spec, "
-                "tells the machine from vLLM.")})
+        out.comparisons[i] = _held(
+            m, f"; but the machine itself ran slower: the no-spec server measured beside "
+            f"this config ({ref.case_id}'s paired trials) took {moved} against the same "
+            "pairing in the baseline, and with that taken out the change is not wholly "
+            "beyond the limit — a baseline kept in the same hour, or TPOT vs no-spec, "
+            "tells the machine from vLLM.")
     if explained:
         out.notes.append(f"timings measured while the machine ran slower: the no-spec trials "
                          f"beside {ref.case_id} took {moved} against the baseline's")

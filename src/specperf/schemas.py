@@ -494,6 +494,9 @@ class GateCheck(_Model):
     threshold: float | None = None
     outcome: Outcome
     message: str
+    held_by: str | None = Field(
+        None, description="the hold rule that made the comparison behind this check "
+                          "INCONCLUSIVE (Comparison.held_by); None: its numbers decided")
 
     @property
     def delta(self) -> float | None:

@@ -239,7 +239,7 @@ def from_comparison(kind: str, cc: CaseComparison) -> list[GateCheck]:
             case=cc.case, gate=kind, metric=m.metric, unit=detail.unit,  # type: ignore[arg-type]
             higher_is_better=m.direction is Direction.HIGHER_IS_BETTER,
             baseline=None if floor else _finite(m.baseline), current=_finite(m.current),
-            threshold=_limit(m), outcome=outcome, message=message,
+            threshold=_limit(m), outcome=outcome, message=message, held_by=m.held_by,
         ))
     return out
 

@@ -89,6 +89,12 @@ class Comparison(BaseModel):
     n_current: int = Field(ge=0)
     verdict: Verdict
     reason: str
+    held_by: str | None = Field(
+        default=None,
+        description="the hold rule (specperf.analysis.judge.HOLD_RULES, by name) that made this "
+                    "comparison INCONCLUSIVE although its numbers alone said REGRESSION; None "
+                    "when the numbers decided",
+    )
 
     @property
     def delta(self) -> float:

@@ -20,6 +20,7 @@ from specperf.store import baselines as baseline_store
 from specperf.store.files import BaselineError
 
 if TYPE_CHECKING:
+    from specperf.analysis.judge.evidence import Against
     from specperf.analysis.spread import KeptSpreads
     from specperf.schemas import CompareRules
 
@@ -41,7 +42,7 @@ class BaselineContext:
     history: list[Baseline] = field(default_factory=list)
     #: One line on what was loaded (or why nothing was), for the run's header.
     note: str | None = None
-    _spreads: KeptSpreads | None = field(default=None, repr=False)
+    _against: Against | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, profile: Profile, baselines_dir: Path, provenance: Provenance,
@@ -112,17 +113,20 @@ class BaselineContext:
         assert self.baseline is not None
         return earlier_runs(base, self.baseline, self.history)
 
-    def spreads(self, rules: CompareRules) -> KeptSpreads:
-        """Each case's server-start spread moderated by the baseline's other cases — what the
-        run's final comparison computes from the same files, so a case is judged alike as
-        it goes and at the end. Computed once."""
-        # Here: it loads scipy, which only a run that judges as it goes needs.
-        from specperf.analysis.spread import KeptSpreads, kept_spreads
+    def against(self, rules: CompareRules) -> Against:
+        """The baseline side of the judgement (:class:`specperf.analysis.judge.Against`),
+        the one `specperf compare` builds from the same files, so a case is judged alike as
+        it goes and at the end; made once (its spreads are computed once)."""
+        # Here: the judge loads scipy, which only a run that judges as it goes needs.
+        from specperf.analysis.judge.evidence import Against
 
-        if self._spreads is None:
-            self._spreads = (kept_spreads(self.baseline, self.history, rules)
-                             if self.baseline is not None else KeptSpreads())
-        return self._spreads
+        if self._against is None or self._against.rules != rules:
+            self._against = Against(self.baseline, self.history, rules)
+        return self._against
+
+    def spreads(self, rules: CompareRules) -> KeptSpreads:
+        """Each case's server-start spread moderated by the baseline's other cases."""
+        return self.against(rules).spreads
 
     def mismatch(self, case: Case) -> str | None:
         """Why the stored baseline case may not be compared with this run's, if so."""

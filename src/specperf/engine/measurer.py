@@ -400,20 +400,23 @@ class CaseMeasurer:
 
     def _judge(self, cur: CaseResult, paired: CaseResult | None,
                reference: BesideReference | None) -> CaseComparison | None:
+        """The case's evidence gathered and judged as `specperf compare` gathers and judges
+        it from the run file (specperf.analysis.judge); None with nothing to judge."""
         ctx = self.baselines()
         base = ctx.case(cur.case)
         floor = self.gain_floor(cur.case) if paired is not None else None
         if base is None and floor is None:
             return None
-        # Here: compare loads scipy, which only a run that judges as it goes needs.
-        from specperf.analysis.compare import compare_cases
+        # Here: the judge loads scipy, which only a run that judges as it goes needs.
+        from specperf.analysis.compare import judge_case
+        from specperf.analysis.judge.evidence import side_labels
 
-        return compare_cases(base, cur, self.profile.compare, reference=reference,
-                             earlier=ctx.earlier(base) if base is not None else (),
-                             paired=paired, base_paired=ctx.paired(cur.case),
-                             gain_floor=floor,
-                             earlier_paired=ctx.earlier_paired(base) if base is not None else (),
-                             spreads=ctx.spreads(self.profile.compare))
+        rules = self.profile.compare
+        against = ctx.against(rules)
+        if ctx.baseline is not None:
+            against.labels = side_labels(ctx.baseline.provenance.vllm_version, cur.vllm_version)
+        return judge_case(against.evidence(cur, base=base, paired=paired, gain_floor=floor,
+                                           reference=reference), rules)
 
     def _failed(self, run: _ConfigRun, exc: Exception) -> MeasureError:
         current = run.current

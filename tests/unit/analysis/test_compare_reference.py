@@ -1,8 +1,8 @@
 """The no-spec reference measured beside a spec config (specperf.analysis.compare:
-reference_for, reference_change, _beside_reference): a timing REGRESSION that the machine's
-own slowdown explains is INCONCLUSIVE; one beyond it, or with the machine unchanged,
-stands. Synthetic runs (report.synthetic) with paired no-spec trials; the real runs this
-rule was made from are in docs/validation.md ("The machine's speed")."""
+reference_for, reference_change; the hold rule beside_reference in analysis.judge.rules):
+a timing REGRESSION that the machine's own slowdown explains is INCONCLUSIVE; one beyond it,
+or with the machine unchanged, stands. Synthetic runs (report.synthetic) with paired no-spec
+trials; the real runs this rule was made from are in docs/validation.md ("The machine's speed")."""
 
 from __future__ import annotations
 

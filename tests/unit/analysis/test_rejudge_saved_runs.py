@@ -154,6 +154,26 @@ def test_saved_run_rejudges_as_before(key: str) -> None:
     assert judged(*_by_key()[key]) == _golden()[key]
 
 
+#: The words each hold rule appends to a reason (specperf.analysis.judge.rules), as they
+#: stood in the reasons before the rules were named.
+HOLD_WORDS = {
+    "sampled_acceptance": "; not decided: sampled at temperature > 0",
+    "unproven_baseline": "(min_baseline_runs) a timing change needs",
+    "beside_reference": "; but the machine itself ran slower",
+    "not_confirmed": "; flagged on the first server start, ",
+}
+
+
+def test_every_held_comparison_of_the_saved_runs_names_its_rule() -> None:
+    held = 0
+    for run, base, hist in _by_key().values():
+        for _, m in compare_runs(run, base, history=hist).all():
+            words = [name for name, text in HOLD_WORDS.items() if text in m.reason]
+            assert m.held_by == (words[0] if words else None), m.reason
+            held += m.held_by is not None
+    assert held  # the saved runs hold some (unproven_baseline, at least)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python -m tests.unit.analysis.test_rejudge_saved_runs --write")

@@ -1,0 +1,208 @@
+"""The hold rules: when a comparison's numbers say REGRESSION (or, for sampled acceptance,
+anything) but the evidence cannot carry that verdict, it is INCONCLUSIVE — and the rule
+that held it is recorded by name (``Comparison.held_by``).
+
+The rules are one ordered tuple, :data:`HOLD_RULES`, applied in one loop
+(:func:`apply_holds`) after every comparison of a case is made. A comparison is offered to
+each rule in that order; the first that holds it decides, appends its reason, and no later
+rule sees it. The order is therefore part of the verdict's text and is documented in
+docs/statistics.md ("The hold rules"), where each rule's measurement is cited.
+
+Which metrics a rule acts on is said with one vocabulary of metric kinds (the keys of
+``MetricDetail.key``):
+
+* :data:`TIMING` — every figure a machine's speed or load moves (latencies, throughput, the
+  TPOT gain, TPOT vs no-spec); acceptance, counted exactly, is not one;
+* :data:`AGAINST_FLOOR` — judged against a fixed floor, with no baseline at all;
+* :data:`WITHIN_RUN` — ratios to the same run's own no-spec trials, so the machine's speed
+  that hour cancels out of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specperf.analysis.judge.machine_reference import BesideReference
+from specperf.analysis.judge.models import CaseComparison, MetricDetail
+from specperf.analysis.stats import Comparison, Direction, Verdict
+from specperf.analysis.verdict import TIMING_METRIC_KEYS
+from specperf.schemas import CaseResult, CompareRules
+
+__all__ = ["AGAINST_FLOOR", "HOLD_RULES", "TIMING", "WITHIN_RUN", "HoldContext", "HoldRule",
+           "apply_holds", "held", "rule_named"]
+
+#: The one definition of "a timing metric" (the busy-machine outcome uses the same set).
+TIMING: frozenset[str] = TIMING_METRIC_KEYS
+AGAINST_FLOOR: frozenset[str] = frozenset({"tpot_gain"})
+WITHIN_RUN: frozenset[str] = frozenset({"tpot_gain", "tpot_vs_nospec"})
+
+
+@dataclass(frozen=True)
+class HoldContext:
+    """What the rules read of one case, beyond its comparisons: the rules it is judged
+    with, the current case (its fresh-start confirmation), how many of the baseline's runs
+    were measured (None: no baseline, the gain alone), and the no-spec reference measured
+    beside its server config (None: none on one side)."""
+
+    rules: CompareRules
+    current: CaseResult
+    measured_baseline_runs: int | None = None
+    reference: BesideReference | None = None
+
+
+#: (comparison, its detail, the case's context) → the text appended to the reason when the
+#: rule holds it (starting with "; "), else None.
+Holds = Callable[[Comparison, MetricDetail, HoldContext], "str | None"]
+
+
+@dataclass(frozen=True)
+class HoldRule:
+    """One named rule: what it covers, when it holds, and the case note it leaves when it
+    held anything (None: none)."""
+
+    name: str
+    summary: str
+    holds: Holds
+    note: Callable[[HoldContext], str] | None = None
+
+
+def held(m: Comparison, why: str, rule: str) -> Comparison:
+    """``m`` as INCONCLUSIVE, its reason extended by ``why`` (which starts with "; ") and
+    the rule recorded: the figures stand as measured, only the verdict waits."""
+    return m.model_copy(update={"verdict": Verdict.INCONCLUSIVE, "held_by": rule,
+                                "reason": m.reason.rstrip(".") + why})
+
+
+def _regression_of(m: Comparison, detail: MetricDetail, kinds: frozenset[str]) -> bool:
+    return m.verdict is Verdict.REGRESSION and detail.key in kinds
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def _sampled_acceptance(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
+    # Sampled at temperature > 0: the counters of one server start are not the release's
+    # (they moved 0 → 82 of ~600 between two starts), so neither a difference nor an
+    # equality is evidence — every verdict is held, not only a regression.
+    if detail.samples != "counters" or ctx.rules.acceptance_exact:
+        return None
+    return ("; not decided: sampled at temperature > 0, acceptance varies between server "
+            "starts (judged exactly at temperature 0 only).")
+
+
+def _unproven_baseline(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
+    # How far a whole run moves on its own (its servers' starts, the machine's speed that
+    # hour) cannot be told from one run, and a fresh-server confirmation re-measures only
+    # the current side. The gain against its floor has no baseline, so it is not held.
+    # A run with no trials (a provisional baseline of published means) counts as none.
+    n = ctx.measured_baseline_runs
+    need = max(ctx.rules.min_baseline_runs, 1)
+    if n is None or n >= need or not _regression_of(m, detail, TIMING - AGAINST_FLOOR):
+        return None
+    return (f"; but the baseline holds {n} measured run{'s' if n != 1 else ''}, fewer than "
+            f"the {need} (min_baseline_runs) a timing change needs to tell itself from one "
+            "run's own offset — keep more runs with --perf-update-baselines.")
+
+
+def _reference_moved(ref: BesideReference, rules: CompareRules) -> str:
+    slowed = ref.change
+    return (f"{(slowed.ratio - 1) * 100:+.0f} % TPOT ({rules.confidence * 100:g} % CI "
+            f"{(slowed.ci_low - 1) * 100:+.0f} … {(slowed.ci_high - 1) * 100:+.0f} %)")
+
+
+def _machine_slowed(ref: BesideReference | None) -> bool:
+    """The no-spec reference beside the config decidedly slowed: its interval wholly
+    above 1."""
+    if ref is None:
+        return False
+    slowed = ref.change
+    return (math.isfinite(slowed.ci_low) and math.isfinite(slowed.ci_high)
+            and slowed.ci_low > 1.0)
+
+
+def _beside_reference(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
+    # A timing REGRESSION measured while the machine itself ran decidedly slower stands
+    # only if it is still wholly beyond its limit once that slowdown is taken out at its
+    # largest (the regression's nearer bound over the reference's farther one). The ratios
+    # taken within the run are not touched, and a vLLM that slowed no-spec itself still
+    # fails no-spec's own cases, which have no reference.
+    ref = ctx.reference
+    if not _machine_slowed(ref) or not _regression_of(m, detail, TIMING - WITHIN_RUN):
+        return None
+    assert ref is not None
+    high = ref.change.ci_high
+    if m.direction is Direction.LOWER_IS_BETTER:
+        near = m.ci_low if math.isfinite(m.ci_low) else m.ratio
+        beyond = near / high > 1.0 + m.min_effect
+    else:  # throughput: a slower machine lowers it by the same factor
+        near = m.ci_high if math.isfinite(m.ci_high) else m.ratio
+        beyond = near * high < 1.0 - m.min_effect
+    if beyond:
+        return None
+    return (f"; but the machine itself ran slower: the no-spec server measured beside this "
+            f"config ({ref.case_id}'s paired trials) took {_reference_moved(ref, ctx.rules)} "
+            "against the same pairing in the baseline, and with that taken out the change is "
+            "not wholly beyond the limit — a baseline kept in the same hour, or TPOT vs "
+            "no-spec, tells the machine from vLLM.")
+
+
+def _beside_reference_note(ctx: HoldContext) -> str:
+    ref = ctx.reference
+    assert ref is not None
+    return (f"timings measured while the machine ran slower: the no-spec trials beside "
+            f"{ref.case_id} took {_reference_moved(ref, ctx.rules)} against the baseline's")
+
+
+def _not_confirmed(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
+    # Flagged on the first server start, but the fresh start was never measured (the
+    # server did not start again, the run was interrupted, nothing after the matrix came
+    # to measure it): ruling out one start's own offset is what the fresh start is for.
+    confirmation = ctx.current.confirmation
+    if (confirmation is None or confirmation.note is None
+            or not _regression_of(m, detail, TIMING)):
+        return None
+    return f"; flagged on the first server start, {confirmation.note.rstrip('.')}."
+
+
+#: The hold rules, in the order they are offered each comparison (docs/statistics.md, "The
+#: hold rules"). The first that holds a comparison decides it.
+HOLD_RULES: tuple[HoldRule, ...] = (
+    HoldRule("sampled_acceptance",
+             "acceptance sampled at temperature > 0: every verdict held (counters of one "
+             "server start are not the release's)", _sampled_acceptance),
+    HoldRule("unproven_baseline",
+             "a timing REGRESSION against fewer measured baseline runs than "
+             "min_baseline_runs (not the gain against its floor)", _unproven_baseline),
+    HoldRule("beside_reference",
+             "an absolute timing REGRESSION that the no-spec trials measured beside the "
+             "config explain: the machine itself ran slower", _beside_reference,
+             note=_beside_reference_note),
+    HoldRule("not_confirmed",
+             "a timing REGRESSION flagged on the first server start whose fresh start was "
+             "never measured", _not_confirmed),
+)
+
+
+def rule_named(name: str) -> HoldRule:
+    return next(r for r in HOLD_RULES if r.name == name)
+
+
+def apply_holds(out: CaseComparison, ctx: HoldContext,
+                rules: tuple[HoldRule, ...] = HOLD_RULES) -> None:
+    """Offer every comparison of ``out`` to ``rules`` in order, in place: the first rule
+    that holds it makes it INCONCLUSIVE and is recorded (``held_by``); then each rule that
+    held anything leaves its case note, in the rules' order."""
+    acted: set[str] = set()
+    for i, m in enumerate(out.comparisons):
+        detail = out.detail(m)
+        if detail is None or m.held_by is not None:
+            continue
+        for rule in rules:
+            why = rule.holds(m, detail, ctx)
+            if why is not None:
+                out.comparisons[i] = held(m, why, rule.name)
+                acted.add(rule.name)
+                break
+    out.notes.extend(rule.note(ctx) for rule in rules if rule.name in acted and rule.note)

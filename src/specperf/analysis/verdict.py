@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Protocol
 
+from specperf.config.exits import Exit
 from specperf.schemas import Outcome
 
 __all__ = [
@@ -46,10 +47,11 @@ __all__ = [
     "worst",
 ]
 
-EXIT_PASSED = 0
-EXIT_FAILED = 1
-EXIT_INCONCLUSIVE = 6
-EXIT_BUSY = 7
+# The numbers are the product's one table (specperf.config.exits).
+EXIT_PASSED = Exit.OK
+EXIT_FAILED = Exit.FAILED
+EXIT_INCONCLUSIVE = Exit.INCONCLUSIVE
+EXIT_BUSY = Exit.BUSY
 
 #: Metric keys (MetricDetail.key, rules.METRIC_KEYS) whose numbers a busy machine distorts.
 TIMING_METRIC_KEYS = frozenset({"ttft", "tpot", "e2e", "output_throughput", "tpot_gain",
@@ -86,7 +88,7 @@ def worst(outcomes: Iterable[str]) -> Outcome | None:
     return found[0] if found else None  # type: ignore[return-value]
 
 
-def exit_status(outcomes: Iterable[str]) -> int:
+def exit_status(outcomes: Iterable[str]) -> Exit:
     n = Counter(outcomes)
     if n["fail"]:
         return EXIT_FAILED

@@ -45,6 +45,8 @@ from specperf.cli import (
     show,
 )
 from specperf.cli.options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
+from specperf.config.exits import legacy
+from specperf.config.settings import legacy_exit_codes
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION",
            "build_parser", "main"]
@@ -72,9 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Review specperf runs and baselines (no vLLM needed): compare, report, "
                     "show, schema; check profiles against a vLLM release; and the plug-in "
                     "commands.",
-        epilog="Exit codes: 0 ok, 1 regression (compare) or a config the vLLM would refuse "
-               "(check), 2 bad input, 3 refused (promote: the runs disagree), 6 inconclusive, "
-               "7 machine busy (compare: the perf run's own verdict).",
+        epilog="Exit codes (one table for every command and the pytest run; "
+               "docs/how-a-run-works.md): 0 ok, 1 a check failed, 2 bad input or comparison "
+               "refused, 3 internal error, 6 inconclusive, 7 machine busy, 8 download failed, "
+               "9 promote refused, 11 a profile vLLM would refuse (check), 130 interrupted. "
+               "SPECPERF_LEGACY_EXIT_CODES=1: the old numbers, for one release.",
     )
     parser.add_argument("--version", action="version", version=f"specperf {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -84,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return legacy(_run(argv), pytest=False, enabled=legacy_exit_codes())
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

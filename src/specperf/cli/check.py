@@ -24,6 +24,7 @@ from typing import Any
 
 from specperf.cli import options
 from specperf.config import settings
+from specperf.config.exits import Exit
 from specperf.config.profile import PROFILE_DIRS, Profile, ProfileError, load_profile
 from specperf.engine.vllm_check import CheckResult, ProbeError, check_profiles
 from specperf.lab.vllm_envs import EnvError, ensure_env, env_dir
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(render(result, python), end="")
-    return options.EXIT_REGRESSION if result.errors else options.EXIT_OK
+    return Exit.PROFILE_REJECTED if result.errors else options.EXIT_OK
 
 
 def render(result: CheckResult, python: Path | str) -> str:

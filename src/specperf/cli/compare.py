@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from specperf.analysis.compare import as_run, compare_runs
+from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.cli import options
 from specperf.report.console import render_comparison
 from specperf.report.markdown import render_markdown, write_step_summary
+from specperf.schemas import RunResult
 
 PROG = "specperf"
 
@@ -91,4 +93,7 @@ def run(args: argparse.Namespace) -> int:
                                        f"{exc.strerror or exc}") from None
     for r in cmp.refusals:
         print(f"specperf: refused: {r}", file=sys.stderr)
-    return cmp.exit_code
+    # The run's own checks that a comparison does not make (requests, floors) count too:
+    # the exit status is the pytest run's, from one list (analysis.judge.exit_status).
+    checks = result.checks if isinstance(result, RunResult) else []
+    return run_exit_status(checks, cmp)

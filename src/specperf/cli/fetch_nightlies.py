@@ -15,7 +15,7 @@ from specperf.store.github_artifacts import GitHubError, fetch_nightlies
 
 PROG = "specperf fetch-nightlies"
 #: Exit status when GitHub could not be asked (as fetch-sharegpt's failed download).
-EXIT_FETCH_FAILED = 1
+EXIT_FETCH_FAILED = options.EXIT_FETCH_FAILED
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -28,6 +28,7 @@ from rich.console import Console
 
 from specperf.analysis.reference import Reference, choose_reference
 from specperf.config import settings
+from specperf.config.exits import Exit
 from specperf.config.profile import ProfileError, load_profile
 from specperf.schemas import Baseline, CompareRules, RunResult, recorded_rules
 from specperf.store.baselines import history_dir, load_history
@@ -42,10 +43,11 @@ __all__ = [
     "step_summary_output", "stdout_console", "wants_json", "write_output",
 ]
 
-EXIT_OK = 0
-EXIT_REGRESSION = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+# The product's one table (specperf.config.exits), under the names the commands use.
+EXIT_OK = Exit.OK
+EXIT_REGRESSION = Exit.FAILED
+EXIT_BAD_INPUT = Exit.BAD_INPUT
+EXIT_INTERRUPTED = Exit.INTERRUPTED
 
 Run = Callable[[argparse.Namespace], int]
 
@@ -300,7 +302,7 @@ def step_summary_output(args: argparse.Namespace) -> dict[str, Path]:
 
 
 #: Exit code of a download that did not produce the file (not bad input: the network).
-EXIT_FETCH_FAILED = 1
+EXIT_FETCH_FAILED = Exit.FETCH_FAILED
 
 
 def add_fetch_arguments(p: argparse.ArgumentParser, fetcher: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from specperf.analysis.reference import Labelled, disagreements
 from specperf.analysis.samples import kept_runs
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.schemas import Baseline, RunResult, recorded_rules
 from specperf.store import baselines as baseline_store
 from specperf.store.files import BaselineError
@@ -21,7 +22,7 @@ from specperf.store.kept_runs import read_kept_runs
 
 PROG = "specperf promote"
 #: The runs do not agree (or are too few): nothing was written.
-EXIT_REFUSED = 3
+EXIT_REFUSED = Exit.PROMOTE_REFUSED
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ starts them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
@@ -51,6 +52,11 @@ class Settings(BaseSettings):
     compile_cache: bool = Field(True, validation_alias=AliasChoices("SPECPERF_COMPILE_CACHE"))
     """Keep vLLM's compile cache between runs under the cache root, keyed by vLLM, torch
     and server config (specperf.engine.compile_cache); 0 / false: in the run directory."""
+    legacy_exit_codes: bool = Field(False,
+                                    validation_alias=AliasChoices("SPECPERF_LEGACY_EXIT_CODES"))
+    """1: exit with the numbers of before the one exit table (specperf.config.exits:
+    pytest 4 for bad input and 2 when interrupted; fetch 1, promote refused 3, bisect no
+    difference 3, check rejected 1), for scripts that still read them. For one release."""
 
     # -- fault injection, for gate experiments only (docs/validation.md) --
     proxy_delay_ms: float | None = Field(None, ge=0.0,
@@ -129,6 +135,7 @@ _EXPECTED = {
     "SPECPERF_PROXY_DELAY_GROWTH_MS": "milliseconds per second ≥ 0 (e.g. 0.5), or unset",
     "SPECPERF_PROXY_STRETCH": "a fraction ≥ 0 of each stream's decode time (e.g. 0.25), or unset",
     "SPECPERF_COMPILE_CACHE": "1 (keep vLLM's compile cache between runs) or 0, or unset",
+    "SPECPERF_LEGACY_EXIT_CODES": "1 (the exit numbers of before the one table) or 0, or unset",
 }
 
 
@@ -148,3 +155,13 @@ def current() -> Settings:
             lines.append(f"environment variable {name}={e.get('input')!r}: "
                          f"{e['msg'].removeprefix('Value error, ')} — fix: set it to {want}")
         raise SettingsError("\n".join(lines)) from None
+
+
+def legacy_exit_codes() -> bool:
+    """SPECPERF_LEGACY_EXIT_CODES, read where an exit status is returned: a malformed value
+    elsewhere in the environment is reported by the command itself, never here."""
+    try:
+        return current().legacy_exit_codes
+    except SettingsError:
+        return os.environ.get("SPECPERF_LEGACY_EXIT_CODES", "").strip().lower() in {
+            "1", "true", "yes", "on"}

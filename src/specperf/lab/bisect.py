@@ -60,6 +60,8 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from specperf.config import settings
+from specperf.config.exits import Exit, legacy
+from specperf.config.settings import legacy_exit_codes
 from specperf.lab.vllm_envs import EnvError, ensure_env
 from specperf.store.files import atomic_write_text
 
@@ -68,13 +70,16 @@ Find = Literal["regression", "change"]
 Conclusion = Literal["first bad release", "no release differs", "inconclusive",
                      "untestable releases"]
 
-EXIT_FOUND = 0
-EXIT_ERROR = 2
-EXIT_NO_DIFFERENCE = 3
-EXIT_INCONCLUSIVE = 6
+# The product's one table (specperf.config.exits).
+EXIT_FOUND = Exit.OK
+EXIT_ERROR = Exit.BAD_INPUT
+EXIT_NO_DIFFERENCE = Exit.NO_DIFFERENCE
+EXIT_INCONCLUSIVE = Exit.INCONCLUSIVE
 
 #: The upgrade A/B's exit code → what it says about the candidate release.
-_AB_VERDICT: dict[int, StepVerdict] = {0: "good", 1: "bad", 6: "inconclusive", 7: "inconclusive"}
+_AB_VERDICT: dict[int, StepVerdict] = {Exit.OK: "good", Exit.FAILED: "bad",
+                                       Exit.INCONCLUSIVE: "inconclusive",
+                                       Exit.BUSY: "inconclusive"}
 
 
 class BisectError(RuntimeError):
@@ -381,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("specperf.bisect: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "bisect.json", json.dumps(asdict(result), indent=2) + "\n")
     print(f"specperf.bisect: {result.summary()}")
@@ -393,4 +398,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(legacy(main(), pytest=False, enabled=legacy_exit_codes()))

@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from specperf.analysis.aggregate import case_result
 from specperf.config import settings
+from specperf.config.exits import Exit
 from specperf.config.profile import Profile, ServerConfig, load_profile
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
@@ -483,7 +484,9 @@ class UnservedConfigs:
 def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Profile,
           out: Path, failures: dict[str, str]) -> Outcome:
     """Pool each side, compare candidate against current, and settle the exit code."""
-    from specperf.analysis.compare import compare_runs  # scipy: only a finished A/B compares
+    # scipy: only a finished A/B compares
+    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.judge.exit_status import run_exit_status
 
     if not runs["A"] or not runs["B"]:
         missing = [SIDE_NAME[s] for s in ("A", "B") if not runs[s]]  # type: ignore[index]
@@ -504,7 +507,7 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
                        f"pooled, {len(a_rounds)} round(s))",
     )
     problems = []
-    code = cmp.exit_code
+    code = int(run_exit_status(b.checks, cmp))  # the candidate's request checks count too
     wanted = {c for s in steps for c in s.cases}
     have_a = {c.case for c in a.cases}
     have_b = {c.case for c in b.cases}
@@ -717,10 +720,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_ab(args, pytest_args)
     except UpgradeError as exc:
         print(f"specperf.upgrade: {exc}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     except KeyboardInterrupt:
         print("specperf.upgrade: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
 
 
 def threading_main() -> bool:

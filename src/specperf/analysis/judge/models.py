@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from specperf.analysis.attribution import Attribution
 from specperf.analysis.stats import Comparison, Verdict
 from specperf.analysis.verdict import TIMING_METRIC_KEYS, exit_status, outcome_of
+from specperf.config.exits import Exit
 from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance
 
 __all__ = ["VERDICT_ORDER", "CaseComparison", "MetricDetail", "RunComparison", "SampleKind"]
@@ -137,10 +138,10 @@ class RunComparison(_Model):
 
     @property
     def exit_code(self) -> int:
-        """0 passed, 1 a check failed, 2 refused, 6 inconclusive, 7 machine busy
-        (specperf.analysis.verdict)."""
+        """0 passed, 1 a check failed, 2 refused (nothing judged), 6 inconclusive, 7
+        machine busy (specperf.config.exits)."""
         if self.refusals:
-            return 2
+            return Exit.BAD_INPUT
         return exit_status(self.outcomes())
 
     def summary_line(self) -> str:

@@ -13,6 +13,7 @@ the PerfRun itself (``perf.assert_gate(kind, case)``).
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import signal
 import sys
@@ -24,9 +25,11 @@ from typing import Any
 
 import pytest
 
+from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.outside_load import run_busy_summary
-from specperf.analysis.verdict import exit_status, worst
+from specperf.analysis.verdict import worst
 from specperf.config import settings
+from specperf.config.exits import Exit
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
 from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
@@ -61,6 +64,29 @@ _KEY = pytest.StashKey["PerfRun"]()
 _LAST_USE = pytest.StashKey[dict[str, int]]()
 
 
+class _BadOption(str):
+    """A specperf option value its parser refused, kept until :func:`perf_options` reports
+    it as bad input (exit 2, as every ``specperf`` command): refused by argparse itself,
+    pytest would exit 4, the number the product keeps for pytest's own options."""
+
+
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            return _BadOption(str(exc))
+    read.__name__ = parse.__name__  # argparse names the type in its own messages
+    return read
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(name)
+    if isinstance(value, _BadOption):
+        raise SessionError(f"{name}: {value}")
+    return value
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("specperf", "speculative-decoding performance suite")
     g.addoption("--perf-profile", default=None,
@@ -75,15 +101,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="write this run as the baseline for this profile and hardware")
     g.addoption("--perf-force", action="store_true",
                 help="with --perf-update-baselines: accept a run that has failures")
-    g.addoption("--perf-repeats", type=parse_repeats, default=None, metavar="N",
+    g.addoption("--perf-repeats", type=_checked(parse_repeats), default=None, metavar="N",
                 help="trials per case (profile: repeats)")
     g.addoption("--perf-dataset", default=None, help="ShareGPT JSON path (overrides the profile)")
-    g.addoption("--perf-max-outside-cores", type=parse_cores, default=None, metavar="X",
+    g.addoption("--perf-max-outside-cores", type=_checked(parse_cores), default=None, metavar="X",
                 help="contention guard: measure a trial again when other processes used more "
                      "than X cores meanwhile (profile: load.max_outside_cores, default "
                      f"{Load.model_fields['max_outside_cores'].default:g}; "
                      "0 or negative turns the guard off)")
-    g.addoption("--perf-busy-wait", type=parse_wait, default=None, metavar="SECONDS",
+    g.addoption("--perf-busy-wait", type=_checked(parse_wait), default=None, metavar="SECONDS",
                 help="before a trial, wait at most SECONDS for other processes' CPU load to "
                      "fall below the guard's limit (profile: load.busy_wait_s, default "
                      f"{Load.model_fields['busy_wait_s'].default:g}; 0 does not wait)")
@@ -105,7 +131,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "(docs/attribution.md); a profile sets it per config with "
                      "pinned_acceptance = true")
     g.addoption("--perf-retry-inconclusive", nargs="?", const=0, default=0,
-                type=parse_retry_cap, metavar="CAP",
+                type=_checked(parse_retry_cap), metavar="CAP",
                 help="the most trials a case may get: each case is judged while its server "
                      f"is up, and one with an INCONCLUSIVE check gets {RETRY_BATCH} more "
                      "trials at a time until decided or at CAP (default "
@@ -114,6 +140,49 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def perf_run(config: pytest.Config) -> PerfRun:
     return config.stash[_KEY]
+
+
+class _ExitWatch:
+    """What ended the session, for :func:`pytest_cmdline_main`: pytest says 2 both for
+    Ctrl-C and for ``pytest.exit(returncode=2)`` (specperf's bad input, found while
+    collecting) and for collection errors (bad input too: a test file that does not
+    import); only the exception tells them apart."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self.bad_input = False
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        if isinstance(excinfo.value, pytest.exit.Exception):
+            self.bad_input = excinfo.value.returncode == Exit.BAD_INPUT
+        elif not isinstance(excinfo.value, pytest.Session.Interrupted):  # collection errors
+            self.interrupted = True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Any:
+    """The session's exit status in the product's one table (specperf.config.exits):
+    bad input that specperf finds after pytest parsed the command line (a profile, a
+    baseline, a setting) is 2, as in every ``specperf`` command, not pytest's 4 (left to
+    pytest's own parser refusing an option); Ctrl-C and SIGTERM are 130, not 2. With
+    SPECPERF_LEGACY_EXIT_CODES=1 the old numbers come back (4 and 2), for one release."""
+    watch = _ExitWatch()
+    config.pluginmanager.register(watch, "specperf-exit-watch")
+    old = settings.legacy_exit_codes()
+    try:
+        code = yield
+    except pytest.UsageError as exc:
+        for msg in exc.args:
+            print(f"ERROR: {msg}\n", file=sys.stderr)
+        return pytest.ExitCode.USAGE_ERROR if old else int(Exit.BAD_INPUT)
+    if code == pytest.ExitCode.INTERRUPTED and watch.interrupted:
+        code = Exit.INTERRUPTED
+    if old:
+        if code == Exit.INTERRUPTED:
+            return pytest.ExitCode.INTERRUPTED
+        if code == Exit.BAD_INPUT and watch.bad_input:
+            return pytest.ExitCode.USAGE_ERROR
+    return code
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -230,7 +299,7 @@ def engine_errors(case: Case | None = None, *, exit_on_usage: bool = False) -> I
         yield
     except (ProfileError, BaselineError, SessionError) as exc:
         if exit_on_usage:
-            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+            pytest.exit(str(exc), returncode=int(Exit.BAD_INPUT))
         raise pytest.UsageError(str(exc)) from None
     except ServerError as exc:
         if case is None:
@@ -302,12 +371,12 @@ def perf_options(config: pytest.Config) -> PerfOptions:
         baselines_dir=Path(base_opt).resolve() if base_opt else rootdir / "baselines",
         update_baselines=bool(config.getoption("--perf-update-baselines")),
         force=bool(config.getoption("--perf-force")),
-        repeats=config.getoption("--perf-repeats"),
+        repeats=_option(config, "--perf-repeats"),
         dataset=config.getoption("--perf-dataset") or env.sharegpt,
         models_cache=Path(models_opt).resolve() if models_opt else rootdir / ".specperf" / "models",
-        max_outside_cores=config.getoption("--perf-max-outside-cores"),
-        busy_wait_s=config.getoption("--perf-busy-wait"),
-        retry_inconclusive=config.getoption("--perf-retry-inconclusive"),
+        max_outside_cores=_option(config, "--perf-max-outside-cores"),
+        busy_wait_s=_option(config, "--perf-busy-wait"),
+        retry_inconclusive=_option(config, "--perf-retry-inconclusive"),
         fault=fault,
         attribute=bool(config.getoption("--perf-attribute")),
     )
@@ -550,8 +619,9 @@ class PerfRun:
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if session.exitstatus == pytest.ExitCode.OK:
             # Nothing failed: undecided checks still get their own status (6 inconclusive,
-            # 7 machine busy; docs/how-a-run-works.md), as `specperf compare` exits.
-            session.exitstatus = exit_status(c.outcome for c in run.checks)
+            # 7 machine busy; docs/how-a-run-works.md), from the one function that
+            # `specperf compare`, merge and the upgrade A/B exit by.
+            session.exitstatus = run_exit_status(run.checks, None)
         fault = ps.options.fault
         if ps.options.update_baselines and fault is not None and not fault.is_reference:
             ps.say("specperf: fault injection (SPECPERF_PROXY_*) is on — baseline NOT updated")
@@ -583,7 +653,7 @@ class PerfRun:
                     ps.say(f"specperf: interrupted while writing the baseline — {ctx.path} is "
                            "unchanged or wholly the new one, never half-written; this run is "
                            f"kept in {ctx.path.parent / 'history'}")
-                    session.exitstatus = pytest.ExitCode.INTERRUPTED
+                    session.exitstatus = Exit.INTERRUPTED
                     return
                 ps.say(f"specperf: baseline written: {ctx.path} ({len(new.cases)} cases; "
                        f"previous kept in {ctx.path.parent / 'history'})")

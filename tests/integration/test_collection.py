@@ -108,7 +108,7 @@ def test_bad_profile_is_a_usage_error(tmp_path: Path) -> None:
          "--perf-profile", str(bad)],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
-    assert proc.returncode == 4
+    assert proc.returncode == 2
     assert str(bad) in proc.stderr + proc.stdout
     assert "server_configs" in proc.stderr + proc.stdout
 
@@ -136,7 +136,7 @@ def test_retry_inconclusive_option_forms() -> None:
          "--perf-retry-inconclusive", "perf_tests"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
-    assert proc.returncode == 4
+    assert proc.returncode == 2
     assert "write --perf-retry-inconclusive=CAP" in proc.stderr
 
 

@@ -133,7 +133,7 @@ def test_promote_refuses_runs_that_disagree(tmp_path: Path,
     code = main(["promote", str(kept), "--profile", "cpu-ci", "--hardware", "cpu-amd-epyc-2c",
                  "--baselines", str(baselines), "--markdown", str(body)])
     err = capsys.readouterr().err
-    assert code == 3, err
+    assert code == 9, err
     assert "its own checks failed" in err and "do not agree" in err
     assert "not promoted" in body.read_text()
     assert not baselines.exists()  # nothing written
@@ -143,7 +143,7 @@ def test_promote_refuses_too_few_runs(tmp_path: Path, capsys: pytest.CaptureFixt
     kept = _kept_dir(tmp_path, [2, 3])
     code = main(["promote", str(kept), "--profile", "cpu-ci", "--hardware", "cpu-amd-epyc-2c",
                  "--baselines", str(tmp_path / "baselines")])
-    assert code == 3 and "5 needed" in capsys.readouterr().err
+    assert code == 9 and "5 needed" in capsys.readouterr().err
     assert main(["promote", str(kept), "--profile", "cpu-ci", "--hardware", "gpu-x",
                  "--baselines", str(tmp_path / "baselines")]) == 2
     assert "no run of profile 'cpu-ci' on hardware 'gpu-x'" in capsys.readouterr().err

@@ -563,7 +563,7 @@ def test_promote_script_stops_when_the_runs_disagree(tmp_path: Path) -> None:
     bindir = _fake_bin(tmp_path, "specperf", (
         "import sys\n"
         f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
-        "sys.exit(3)\n"
+        "sys.exit(9)\n"
     ))
     _fake_bin(tmp_path, "git", f"import sys\nopen({str(log)!r}, 'a').write('git\\n')\n")
     summary = tmp_path / "summary.md"
@@ -571,7 +571,7 @@ def test_promote_script_stops_when_the_runs_disagree(tmp_path: Path) -> None:
                           env=_env(bindir, PROFILE="cpu-ci", HARDWARE="cpu-amd-epyc-2c",
                                    RUNS="4", KEPT_DIR="kept", GITHUB_STEP_SUMMARY=str(summary)),
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == 9, proc.stderr
     assert log.read_text().splitlines() == [
         "promote kept --profile cpu-ci --hardware cpu-amd-epyc-2c --markdown promote.md --runs 4"]
 

@@ -1,6 +1,6 @@
 """The values of specperf's pytest options (registered by specperf.plugin), parsed with
-their bounds: argparse calls these as ``type=``, so a bad value is pytest's usage error
-(exit 4) naming the option — ``argument --perf-repeats: … — fix: …``.
+their bounds: argparse calls these as ``type=``; the plugin keeps a refused value and reports
+it as bad input (exit 2) naming the option — ``--perf-repeats: … — fix: …``.
 
 Here, in config, with the profile's own bounds, because they are the same rules: a
 number that would silently turn a gate or a measurement off is refused, never read as

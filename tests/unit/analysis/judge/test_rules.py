@@ -164,3 +164,19 @@ def test_a_comparison_already_held_is_not_offered_again() -> None:
     apply_holds(out, context("not_confirmed"))
     assert [m.held_by for m in out.comparisons if m.metric == "TPOT"] == ["unproven_baseline"]
     assert out.comparisons[0] == first[0]
+
+
+def test_docs_table_lists_the_rules_in_their_order() -> None:
+    """docs/statistics.md ("The hold rules") is the one table of the order: the names in
+    it, top to bottom, are HOLD_RULES."""
+    import re
+
+    from specperf.analysis.judge.rules import HOLD_RULES
+    from tests.support import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "statistics.md").read_text(encoding="utf-8")
+    section = text[text.index("## The hold rules"):]
+    section = section[:section.index("\n## ")] if "\n## " in section else section
+    rows = re.findall(r"^\| (\d) \| `(\w+)` \|", section, flags=re.M)
+    assert [name for _, name in rows] == [r.name for r in HOLD_RULES]
+    assert [int(n) for n, _ in rows] == list(range(1, len(HOLD_RULES) + 1))

@@ -669,7 +669,8 @@ class PerfRun:
         tw = terminalreporter._tw  # noqa: SLF001 - pytest's own writer knows width and colour
         width = max(80, min(tw.fullwidth, 160))
         verbose = config.getoption("verbose") > 0
-        terminalreporter.write(render_run(run, width=width, color=tw.hasmarkup))
+        terminalreporter.write(render_run(run, width=width, color=tw.hasmarkup,
+                                          brief=not verbose))
         # Undecided checks are not failures, so pytest's short summary leaves them out: say
         # each one here, with what would decide it.
         for c in run.checks:
@@ -684,7 +685,8 @@ class PerfRun:
 
             try:
                 advice = advise(run, self.session.baselines.baseline, comparison=comparison)
-                terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup))
+                terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup,
+                                                    brief=not verbose))
             except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
                 terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")
         if run.time_breakdown is not None:

@@ -36,15 +36,16 @@ if TYPE_CHECKING:
 __all__ = ["TEXT_WIDTH", "render_advice", "write_all"]
 
 
-def render_advice(advice: Any, width: int, color: bool) -> str:
-    """The advice section as console text (rich), for the terminal and report.txt."""
+def render_advice(advice: Any, width: int, color: bool, brief: bool = False) -> str:
+    """The advice section as console text (rich), for the terminal and report.txt
+    (``brief``: the pytest summary without -v, see advice_console)."""
     import io
 
     from rich.console import Console
 
     buf = io.StringIO()
     Console(file=buf, width=width, force_terminal=color, no_color=not color,
-            highlight=False).print(advice_console(advice))
+            highlight=False).print(advice_console(advice, brief))
     return buf.getvalue()
 
 TEXT_WIDTH = 100

@@ -243,10 +243,13 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], ca
 
 
 class _AdviceView:
-    """Rich renderable: one wide case table, or two narrower ones under ``WIDE`` columns."""
+    """Rich renderable: one wide case table, or two narrower ones under ``WIDE`` columns.
+    ``brief`` (the pytest summary without -v): the case tables, the overhead findings and
+    the notes; the cost-model tables and the sentence per case stay in report.txt/md."""
 
-    def __init__(self, advice: RunAdvice) -> None:
+    def __init__(self, advice: RunAdvice, brief: bool = False) -> None:
         self.advice = advice
+        self.brief = brief
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         advice = self.advice
@@ -258,6 +261,12 @@ class _AdviceView:
                 yield _case_table(advice, "speculative-decoding advice: gain", _GAIN_COLS, None)
                 yield _case_table(advice, "speculative-decoding advice: what to change",
                                   _CHANGE_COLS, _LEGEND)
+        if self.brief:
+            if advice.cases:
+                yield Text("the cost model per draft, its held-out predictions and a sentence "
+                           "per case: report.txt and report.md (-v shows them here)", style="dim")
+            yield from self._findings()
+            return
         fits = _fit_rows(advice)
         if fits:
             yield _table("cost model per draft and concurrency", _FIT_COLUMNS, fits,
@@ -272,6 +281,10 @@ class _AdviceView:
         lines = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
         if lines:
             yield Text("\n".join(f"• {s}" for s in lines))
+        yield from self._findings()
+
+    def _findings(self) -> RenderResult:
+        advice = self.advice
         if advice.baseline is not None:
             if advice.findings:
                 yield Text("overhead regressions", style="bold red")
@@ -288,12 +301,12 @@ class _AdviceView:
             yield Text("no speculative-decoding cases to advise on")
 
 
-def advice_console(advice: RunAdvice) -> RenderableType:
+def advice_console(advice: RunAdvice, brief: bool = False) -> RenderableType:
     """The advice as one rich renderable (tables and sentences), for the console report.
 
     It adapts to the console width: one case table from 120 columns, two below.
     """
-    return _AdviceView(advice)
+    return _AdviceView(advice, brief)
 
 
 # --------------------------------------------------------------------------- markdown

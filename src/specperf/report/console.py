@@ -52,6 +52,7 @@ __all__ = [
     "render_comparison",
     "render_run",
     "render_summary",
+    "skipped_lines",
     "spec_lines",
     "time_lines",
     "want_color",
@@ -188,45 +189,104 @@ def _delta(c: GateCheck) -> Text:
     return Text(f"{d * 100:+.1f} %", style="red" if worse and abs(d) > 1e-9 else "green")
 
 
-def checks_table(run: RunResult) -> Table:
+#: Below this many columns the tables take their narrow layout: the case column keeps
+#: every id whole (CI logs are 80 columns: nox's output is not a terminal) and the
+#: columns that can go, go (per-position acceptance; a baseline column with no baseline).
+NARROW = 100
+
+#: What each kind of check judges, for the one line of a skipped group.
+_KIND_WORDS = {"latency": "latency (TTFT, TPOT, E2E)", "throughput": "throughput",
+               "acceptance": "acceptance", "tpot_gain": "TPOT gain", "requests": "requests"}
+
+
+def _case_column(t: Table, ids: Iterable[str], header: str = "case") -> None:
+    """A case column that never cuts an id ("draft-k1-c1", "tiny:…"): as wide as the
+    longest, no wrapping; the other columns wrap or shrink first."""
+    t.add_column(header, no_wrap=True, min_width=max((len(i) for i in ids), default=4))
+
+
+def checks_table(run: RunResult, checks: Iterable[GateCheck] | None = None,
+                 width: int | None = None) -> Table:
+    """The gate checks (``checks``: default every one of the run), failures first. Under
+    :data:`NARROW` columns the baseline and Δ columns go when no row has a baseline."""
+    rows = list(run.checks if checks is None else checks)
+    narrow = width is not None and width < NARROW
+    with_baseline = not narrow or any(c.baseline is not None for c in rows)
     t = Table(title="specperf gate checks", show_lines=False, header_style="bold",
               box=box.SIMPLE_HEAD, pad_edge=False)
-    t.add_column("case", no_wrap=True)
-    t.add_column("metric", min_width=22)  # "acceptance_rate[pos 1]" on one line at 80 cols
-    t.add_column("baseline", justify="right")
+    _case_column(t, (c.case.id for c in rows))
+    # One line at 100 columns; narrower, a long name wraps (folds) rather than losing its end.
+    t.add_column("metric", min_width=None if narrow else 22, overflow="fold")
+    if with_baseline:
+        t.add_column("baseline", justify="right")
     t.add_column("current", justify="right")
-    t.add_column("Δ", justify="right")
+    if with_baseline:
+        t.add_column("Δ", justify="right")
     t.add_column("limit", justify="right")
-    t.add_column("result", justify="center")
+    t.add_column("result", justify="center", no_wrap=True)
     order = OUTCOME_ORDER
-    for c in sorted(run.checks, key=lambda c: (order[c.outcome], c.case.config_id,
-                                               c.case.concurrency)):
+    for c in sorted(rows, key=lambda c: (order[c.outcome], c.case.config_id,
+                                         c.case.concurrency)):
         unit = c.unit or ("rate" if "acceptance" in c.metric else "")
         metric = c.metric + (f" ({c.unit})" if c.unit else "")
+        if c.held_by:
+            metric += f" [held: {c.held_by}]"
         limit = c.threshold
         limit_txt = (f"≥ {limit:.2f}×" if c.gate == "tpot_gain" and limit is not None
                      else _fmt(limit, unit))
-        t.add_row(Text(c.case.id), Text(metric), Text(_fmt(c.baseline, unit)),
-                  Text(_fmt(c.current, unit)), _delta(c), Text(limit_txt),
-                  Text(OUTCOME_WORD[c.outcome], style=OUTCOME_STYLE[c.outcome]))
+        cells = [Text(c.case.id), Text(metric)]
+        if with_baseline:
+            cells.append(Text(_fmt(c.baseline, unit)))
+        cells.append(Text(_fmt(c.current, unit)))
+        if with_baseline:
+            cells.append(_delta(c))
+        cells += [Text(limit_txt), Text(OUTCOME_WORD[c.outcome], style=OUTCOME_STYLE[c.outcome])]
+        t.add_row(*cells)
     return t
 
 
+def skipped_lines(checks: Iterable[GateCheck]) -> list[str]:
+    """One line per group of skipped checks (one reason): which kinds of check, of how
+    many cases, why, and the fix the reason names — instead of a row per check, e.g.
+    'not judged: latency (TTFT, TPOT, E2E) and throughput of 18 cases (36 checks) — no
+    baseline for profile …; record one with --perf-update-baselines'."""
+    groups: dict[str, list[GateCheck]] = {}
+    for c in checks:
+        if c.outcome == "skip":
+            groups.setdefault(c.message.replace(c.case.id, "<case>"), []).append(c)
+    lines = []
+    for why, group in groups.items():
+        kinds = list(dict.fromkeys(_KIND_WORDS.get(c.gate, c.gate) for c in group))
+        cases = list(dict.fromkeys(c.case.id for c in group))
+        which = " and ".join([", ".join(kinds[:-1]), kinds[-1]] if len(kinds) > 1 else kinds)
+        named = f" ({', '.join(cases)})" if len(cases) <= 4 else ""
+        lines.append(f"not judged: {which} of {len(cases)} case{'s' * (len(cases) != 1)}"
+                     f"{named} ({len(group)} check{'s' * (len(group) != 1)}) — {why}")
+    return lines
+
+
 def cases_table(run: RunResult | Baseline | Iterable[CaseResult],
-                title: str = "specperf measurements") -> Table:
+                title: str = "specperf measurements", width: int | None = None) -> Table:
+    """One row per case. Under :data:`NARROW` columns the per-position acceptance goes
+    (the acceptance checks and every report show it) so that no figure is cut."""
     cases = run.cases if isinstance(run, RunResult | Baseline) else list(run)
     paired = run.paired_nospec if isinstance(run, RunResult) else None
     # Other processes' CPU during the trials (the contention guard); left out for run
     # files written before it, which do not know.
     outside = outside_load.known(cases, paired)
+    per_position = width is None or width >= NARROW
     t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("case", "TTFT p50 ms", "TPOT p50 ms", "E2E p50 ms", "out tok/s", "accept",
-                "accept per position", "err", *(["outside cores"] if outside else [])):
-        t.add_column(col, justify="left" if col == "case" else "right", no_wrap=col == "case")
+    _case_column(t, (r.case.id for r in cases))
+    for col in ("TTFT p50 ms", "TPOT p50 ms", "E2E p50 ms", "out tok/s", "accept",
+                *(["accept per position"] if per_position else []), "err",
+                *(["outside cores"] if outside else [])):
+        t.add_column(col, justify="right", no_wrap=col == "accept per position")
     for r in cases:
+        rate, positions = _acc(r)
         cells = [Text(r.case.id), Text(_fmt(r.ttft_ms.median, "ms")),
                  Text(_fmt(r.tpot_ms.median, "ms")), Text(_fmt(r.e2e_ms.median, "ms")),
-                 Text(f"{r.output_throughput:.1f}"), *map(Text, _acc(r)),
+                 Text(f"{r.output_throughput:.1f}"), Text(rate),
+                 *([Text(positions)] if per_position else []),
                  Text(str(r.n_errors), style="red" if r.n_errors else "")]
         if outside:
             load = outside_load.case_load(r, paired)
@@ -301,12 +361,17 @@ def time_lines(t: TimeBreakdown, width: int | None = None) -> list[str]:
     return [*lines, line]
 
 
-def render_run(run: RunResult, width: int | None = None, color: bool | None = None) -> str:
-    """Measurements, gate checks (failures first), server errors and a one-line summary."""
+def render_run(run: RunResult, width: int | None = None, color: bool | None = None,
+               brief: bool = False) -> str:
+    """Measurements, gate checks (failures first), server errors and a one-line summary.
+
+    Skipped checks are one line per reason (:func:`skipped_lines`), never a row each.
+    ``brief`` (the pytest summary without ``-v``): the checks table holds only the checks
+    that did not pass — each passed one is in report.txt/report.md and the run file."""
     buf = io.StringIO()
     console = _console(buf, width, color)
     console.print(Text(provenance_line(run.provenance), style="dim"))
-    console.print(cases_table(run))
+    console.print(cases_table(run, width=console.width))
     for r in run.cases:
         if r.retry is not None:
             console.print(Text(f"retried {r.case.id}: {r.retry.summary_line()}"))
@@ -320,12 +385,22 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
         console.print(Text(line))
     for renderable in time_scenario_renderables(run):
         console.print(renderable)
-    if run.checks:
-        console.print(checks_table(run))
+    shown = [c for c in run.checks
+             if c.outcome != "skip" and not (brief and c.outcome == "pass")]
+    if shown:
+        console.print(checks_table(run, shown, width=console.width))
+    passed = sum(c.outcome == "pass" for c in run.checks)
+    if brief and passed:
+        console.print(Text(f"{passed} check{'s' * (passed != 1)} passed"
+                           f"{' (every judged one)' if not shown else ''}: each is listed in "
+                           "report.txt and report.md (-v lists them here)", style="green"))
+    skipped = skipped_lines(run.checks)
+    for line in skipped:
+        console.print(Text(line, style="yellow"))
     for s in run.servers:
         if s.error:
             console.print(Text(f"server {s.config_id}: {s.error} (log {s.log_path})", style="red"))
-    if run.baseline_note:
+    if run.baseline_note and not any(run.baseline_note in line for line in skipped):
         console.print(Text(run.baseline_note))
     outcomes = [c.outcome for c in run.checks]
     status = exit_status(outcomes)
@@ -369,7 +444,7 @@ def render_baseline(baseline: Baseline, width: int | None = None,
     console = _console(buf, width, color)
     console.print(Text(f"specperf baseline — {len(baseline.cases)} cases", style="bold"))
     console.print(Text(provenance_line(baseline.provenance), style="dim"))
-    console.print(cases_table(baseline, title="baseline measurements"))
+    console.print(cases_table(baseline, title="baseline measurements", width=console.width))
     for line in outside_load_lines(baseline):
         console.print(Text(line, style="yellow"))
     return _text(buf)
@@ -400,6 +475,14 @@ def _value_cell(v: float, unit: str, spread: float | None) -> Text:
     s = spread_text(spread)
     if s:
         t.append(f"\n{s}", style="dim")
+    return t
+
+
+def _verdict_cell(m: Comparison) -> Text:
+    """The verdict, and the hold rule that made it INCONCLUSIVE (``held_by``) under it."""
+    t = Text(VERDICT_WORD[m.verdict], style=VERDICT_STYLE[m.verdict])
+    if m.held_by:
+        t.append(f"\nheld: {m.held_by}", style="dim")
     return t
 
 
@@ -472,7 +555,7 @@ def _group_tables(cmp: RunComparison, verbose: bool
                 _value_cell(m.baseline, d.unit if d else "", d.baseline_spread if d else None),
                 _value_cell(m.current, d.unit if d else "", d.current_spread if d else None),
                 _delta_cell(m, d),
-                Text(VERDICT_WORD[m.verdict], style=VERDICT_STYLE[m.verdict]),
+                _verdict_cell(m),
             )
             if m.verdict is Verdict.REGRESSION or (verbose and m.verdict is not
                                                    Verdict.UNCHANGED):

@@ -75,6 +75,7 @@ tr.improvement td { background: var(--green-bg); }
 .v.inconclusive, .skip, .inconclusive, .busy { color: var(--yellow); }
 .v.unchanged { color: var(--muted); font-weight: 400; }
 .spread { color: var(--muted); font-size: 11px; }
+.held { color: var(--muted); font-size: 11px; display: block; }
 .box { border-left: 4px solid var(--line); background: var(--soft); padding: 6px 12px;
   margin: 8px 0; }
 .box.refused { border-color: var(--red); background: var(--red-bg); }
@@ -153,13 +154,14 @@ def _cmp_row(cc: CaseComparison, m: Comparison, expand: bool) -> str:
     change, interval = delta_text(m, d)
     cls = VERDICT_CLASS[m.verdict]
     metric = f"{ARROW[m.direction]} {m.metric}" + (f" ({unit})" if unit else "")
+    held = f' <span class="held">held by {_e(m.held_by)}</span>' if m.held_by else ""
     row = (
         f'<tr class="{cls}" title="{_e(m.reason)}"><td>{_e(cc.case.config_id)}</td>'
         f'<td class="num">{cc.case.concurrency}</td><td>{_e(metric)}</td>'
         f'<td class="num">{_value(m.baseline, unit, d.baseline_spread if d else None)}</td>'
         f'<td class="num">{_value(m.current, unit, d.current_spread if d else None)}</td>'
         f'<td class="num">{_e(change)}</td><td>{_e(interval)}</td>'
-        f'<td><span class="v {cls}">{_e(m.verdict.value.upper())}</span></td></tr>'
+        f'<td><span class="v {cls}">{_e(m.verdict.value.upper())}</span>{held}</td></tr>'
     )
     if expand:
         row += f'<tr><td></td><td class="why" colspan="7">{_e(m.reason)}</td></tr>'
@@ -223,12 +225,13 @@ def _check_row(c: GateCheck) -> str:
     limit = (f"≥ {c.threshold:.2f}×" if c.gate == "tpot_gain" and c.threshold is not None
              else _num(c.threshold, c.unit))
     metric = c.metric + (f" ({c.unit})" if c.unit else "")
+    held = f' <span class="held">held by {_e(c.held_by)}</span>' if c.held_by else ""
     return (f"<tr><td>{_e(c.case.id)}</td><td>{_e(c.gate)}</td><td>{_e(metric)}</td>"
             f'<td class="num">{_e(_num(c.baseline, c.unit))}</td>'
             f'<td class="num">{_e(_num(c.current, c.unit))}</td>'
             f'<td class="num">{"—" if d is None else _e(f"{d * 100:+.1f} %")}</td>'
             f'<td class="num">{_e(limit)}</td>'
-            f'<td class="v {c.outcome}">{_e(c.outcome.upper())}</td><td>{_e(c.message)}</td>'
+            f'<td class="v {c.outcome}">{_e(c.outcome.upper())}{held}</td><td>{_e(c.message)}</td>'
             "</tr>")
 
 

@@ -115,6 +115,12 @@ def _prov(p: Provenance) -> str:
 # --------------------------------------------------------------------------- comparison
 
 
+def _code(name: str) -> str:
+    """A rule name inside a code span: whatever a run file holds cannot close the span
+    or start a new line (markdown escapes do not apply inside backticks)."""
+    return "".join(ch for ch in name if ch.isalnum() or ch in "_-.")
+
+
 def cmp_row(cc: CaseComparison, m: Comparison) -> list[str]:
     d = cc.detail(m)
     unit = d.unit if d else ""
@@ -128,7 +134,7 @@ def cmp_row(cc: CaseComparison, m: Comparison) -> list[str]:
     metric = f"{ARROW[m.direction]} {m.metric}" + (f" ({unit})" if unit else "")
     return [md_escape(cc.case.config_id), str(cc.case.concurrency), md_escape(metric),
             md_escape(base), md_escape(cur), md_escape(change), md_escape(interval),
-            VERDICT_MD[m.verdict]]
+            VERDICT_MD[m.verdict] + (f" (held by `{_code(m.held_by)}`)" if m.held_by else "")]
 
 
 CMP_HEADERS = ["config", "conc.>", "metric", "baseline>", "current>", "Δ>", "interval",
@@ -223,7 +229,8 @@ def _check_row(c: GateCheck) -> list[str]:
     return [md_escape(c.case.id), md_escape(c.gate), md_escape(c.metric + (f" ({unit})" if unit
                                                                           else "")),
             _num(c.baseline, unit), _num(c.current, unit),
-            "—" if d is None else f"{d * 100:+.1f} %", md_escape(limit), OUTCOME_MD[c.outcome],
+            "—" if d is None else f"{d * 100:+.1f} %", md_escape(limit),
+            OUTCOME_MD[c.outcome] + (f" (held by `{_code(c.held_by)}`)" if c.held_by else ""),
             md_escape(c.message)]
 
 

@@ -238,3 +238,89 @@ def test_varying_proposals_and_an_instrument_problem_are_said() -> None:
     assert f"- {proposals}" in md and problem in md
     page = render_html(run)
     assert f"<li>{proposals}</li>" in page and problem in page
+
+
+# --------------------------------------------------------------------------- the compact summary
+
+SAVED = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "2026-12-04" / \
+    "confirm-later" / "inject-r1.run.json.gz"
+NO_BASELINE = ("no baseline for profile 'cpu-tiny' on hardware 'cpu-amd-epyc-2c'; baseline "
+               "gates are skipped — record one with --perf-update-baselines")
+
+
+def _without_baseline() -> RunResult:
+    """A real 18-case run (cpu-tiny, benchmarks/results) as a run without a baseline
+    records it: every latency and throughput check skipped for one reason."""
+    import gzip
+
+    from specperf.analysis.gate import not_judged
+
+    run = RunResult.model_validate_json(gzip.decompress(SAVED.read_bytes()))
+    kept = [c for c in run.checks if c.gate not in ("latency", "throughput")]
+    skipped = [not_judged(kind, r.case, NO_BASELINE) for r in run.cases
+               for kind in ("latency", "throughput")]
+    return run.model_copy(update={"checks": kept + skipped, "baseline_note": NO_BASELINE})
+
+
+def test_skipped_checks_are_one_line_per_reason() -> None:
+    from specperf.report.console import skipped_lines
+
+    run = _without_baseline()
+    n = len(run.cases)
+    assert skipped_lines(run.checks) == [
+        f"not judged: latency (TTFT, TPOT, E2E) and throughput of {n} cases ({2 * n} checks) "
+        f"— {NO_BASELINE}"]
+    text = render_run(run, width=80, color=False)
+    assert "SKIP" not in text and text.count(NO_BASELINE.split(";")[0]) == 1
+
+
+def test_missing_cases_group_under_one_reason_with_their_names() -> None:
+    from specperf.analysis.gate import not_judged
+    from specperf.report.console import skipped_lines
+
+    cases = [Case(config_id="draft-k1", concurrency=c) for c in (1, 4)]
+    checks = [not_judged(k, case, f"case {case.id} is not in the baseline b.json; record it "
+                                  "with --perf-update-baselines")
+              for case in cases for k in ("latency", "throughput")]
+    assert skipped_lines(checks) == [
+        "not judged: latency (TTFT, TPOT, E2E) and throughput of 2 cases (draft-k1-c1, "
+        "draft-k1-c4) (4 checks) — case <case> is not in the baseline b.json; record it with "
+        "--perf-update-baselines"]
+
+
+def test_80_columns_keep_every_case_id_whole() -> None:
+    run = _without_baseline()
+    for brief in (False, True):
+        text = render_run(run, width=80, color=False, brief=brief)
+        assert max(len(line) for line in _lines(text)) <= 80
+        rows = [line.split()[0] for line in _lines(text) if line.startswith(" ") and line.split()]
+        for r in run.cases:
+            assert r.case.id in rows, r.case.id
+        assert "…" not in text
+
+
+def test_brief_summary_lists_only_what_did_not_pass() -> None:
+    run = _without_baseline()
+    full = render_run(run, width=80, color=False)
+    brief = render_run(run, width=80, color=False, brief=True)
+    passed = sum(c.outcome == "pass" for c in run.checks)
+    assert f"{passed} checks passed" in brief and "report.txt" in brief
+    assert " PASS" not in brief and " PASS" in full
+    for c in run.checks:
+        if c.outcome in ("fail", "inconclusive", "busy"):
+            assert c.case.id in brief
+    assert len(_lines(brief)) < len(_lines(full))
+
+
+def test_held_by_is_shown_in_console_markdown_and_html(real: RunResult) -> None:
+    from specperf.config.rules import CompareRules
+    from specperf.report.markdown import comparison_markdown
+
+    cmp = compare_runs(scale_latency(real, 1.3, cases=["self-k3"]), real,
+                       CompareRules(min_baseline_runs=2))
+    held = [m for _, m in cmp.all() if m.held_by]
+    assert held and {m.held_by for m in held} == {"unproven_baseline"}
+    assert "held: unproven_baseline" in render_comparison(cmp, width=100, color=False,
+                                                          verbose=True)
+    assert "held by `unproven_baseline`" in comparison_markdown(cmp, verbose=True)
+    assert "held by unproven_baseline" in render_html(real, comparison=cmp, make_plots=False)

@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specperf.analysis import gate, trend
+from specperf.analysis.judge.item_checks import ITEM_KINDS, item_checks
 from specperf.config.profile import (
     Profile,
     ServerConfig,
@@ -74,8 +74,8 @@ __all__ = [
     "default_run_dir",
 ]
 
-#: Test kinds, in the order their items run within a case.
-KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput")
+#: Test kinds, in the order their items run within a case (the judge's, one home).
+KINDS = ITEM_KINDS
 #: Kinds whose checks are read from the case's comparison with the baseline (and its paired
 #: gain): with [compare] confirm_after_matrix their items run after every config's cases,
 #: once the flags raised meanwhile are measured again (PerfSession.judged_after_matrix).
@@ -373,10 +373,10 @@ class PerfSession:
         """The checks of one item (measuring its case first if need be); raises
         ServerError or MeasureError (a RuntimeError) when there is nothing to check.
 
-        Requests and the acceptance floors are exact; everything else is the case's
-        comparison (engine.measurer: against the baseline, and the paired TPOT gain),
-        turned into checks by analysis.gate.from_comparison — what `specperf compare`
-        shows for the run file."""
+        The per-kind rules are the judge's (specperf.analysis.judge.item_checks): requests
+        and the acceptance floors exact, everything else the case's comparison (made by
+        engine.measurer: against the baseline, and the paired TPOT gain) — what `specperf
+        compare` shows for the run file."""
         if kind in SCENARIO_KINDS:
             scenario_checks = (self.evaluate_time_scenario(kind, case)
                                if kind in TIME_SCENARIO_KINDS
@@ -389,33 +389,15 @@ class PerfSession:
         if kind in JUDGED_KINDS and self.judged_after_matrix:
             self.measure_matrix_and_confirm()
             result = self.measure(case)  # on both starts, if it was flagged
+        if kind == "tpot_gain" and case not in self.measurer.paired:
+            why = self.measurer.paired_errors.get(case, "it was not measured")
+            raise MeasureError(f"case {case.id}: the paired no-spec measurement failed: {why}")
         ctx = self.baselines
-        judged = self.measurer.comparisons.get(case)
-        checks: list[GateCheck] = []
-        if kind == "requests":
-            checks = [gate.check_requests(result, p.load)]
-        elif kind == "acceptance":
-            assert gates.acceptance is not None
-            checks = gate.check_acceptance(result, gates.acceptance,
-                                           exact=p.compare.acceptance_exact)
-        elif kind == "tpot_gain":
-            if case not in self.measurer.paired:
-                why = self.measurer.paired_errors.get(case, "it was not measured")
-                raise MeasureError(
-                    f"case {case.id}: the paired no-spec measurement failed: {why}"
-                )
-        elif kind not in ("latency", "throughput"):
-            raise ValueError(kind)
-        if judged is not None and kind != "requests":
-            checks += gate.from_comparison(kind, judged)
-        if kind in ("latency", "throughput") and not checks:
-            checks = [gate.not_judged(kind, case, ctx.no_baseline_reason(case))]
-        mismatch = ctx.mismatch(case)
-        if mismatch and kind in ("acceptance", "latency", "throughput"):
-            checks = [c for c in checks if c.outcome != "skip"] + [GateCheck(
-                case=case, gate=kind, metric="baseline", higher_is_better=True,  # type: ignore[arg-type]
-                outcome="fail", message=mismatch,
-            )]
+        checks = item_checks(kind, case, result, load=p.load, acceptance=gates.acceptance,
+                             acceptance_exact=p.compare.acceptance_exact,
+                             judged=self.measurer.comparisons.get(case),
+                             no_baseline_reason=ctx.no_baseline_reason(case),
+                             mismatch=ctx.mismatch(case))
         self.checks.extend(checks)
         return checks
 
@@ -451,22 +433,11 @@ class PerfSession:
             else "no selected check of the case ran after the matrix to measure it again")
 
     def evaluate_time_scenario(self, kind: str, case: Case) -> list[GateCheck]:
-        """Run the profile's soak or ramp of this case on its server and judge it
-        (specperf.analysis.trend); raises ServerError or ScrapeError."""
-        p = self.profile
-        runner = TimeScenarioRunner(p, self.pool, self.prompts, say=self.say, clock=self.clock)
-        limit = self.max_outside_cores
-        if kind == "soak":
-            scenario = next(s for s in p.scenarios.soak if soak_case(s) == case)
-            soak = runner.soak(scenario)
-            soak = soak.model_copy(update={
-                "fits": trend.soak_fits(soak.windows, scenario, limit)})
-            self.time_scenario_results.soak.append(soak)
-            return trend.soak_checks(soak)
-        ramp_scenario = next(r for r in p.scenarios.ramp if ramp_case(r) == case)
-        ramp = runner.ramp(ramp_scenario)
-        self.time_scenario_results.ramp.append(ramp)
-        return trend.ramp_checks(ramp, p.config(ramp.case.config_id), p.compare, limit)
+        """The profile's soak or ramp of this case, run on its server and judged."""
+        runner = TimeScenarioRunner(self.profile, self.pool, self.prompts, say=self.say,
+                                    clock=self.clock)
+        return runner.run_and_judge(kind, case, self.max_outside_cores,
+                                    self.time_scenario_results)
 
     # -- servers --------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specperf.analysis import trend
 from specperf.analysis.aggregate import make_trial, summarise
 from specperf.config.profile import Profile
 from specperf.config.scenarios import RampScenario, SoakScenario
@@ -24,12 +25,14 @@ from specperf.engine.scrape import counter_delta, fetch_counters
 from specperf.engine.servers import ServerPool
 from specperf.schemas import (
     Case,
+    GateCheck,
     LoadResult,
     RampPhase,
     RampResult,
     RequestSample,
     SoakResult,
     SoakWindow,
+    TimeScenarioResults,
     utcnow,
 )
 
@@ -72,6 +75,25 @@ class TimeScenarioRunner:
         p = self.profile
         return run_load(url, model, self.prompts(), p.sampling, concurrency, n,
                         request_timeout_s=p.load.request_timeout_s)
+
+    def run_and_judge(self, kind: str, case: Case, max_outside_cores: float,
+                      into: TimeScenarioResults) -> list[GateCheck]:
+        """Run the profile's soak or ramp of ``case`` on its server, keep what it measured
+        in ``into`` and judge it (specperf.analysis.trend); raises ServerError or
+        ScrapeError."""
+        p = self.profile
+        if kind == "soak":
+            scenario = next(s for s in p.scenarios.soak if soak_case(s) == case)
+            soak = self.soak(scenario)
+            soak = soak.model_copy(update={
+                "fits": trend.soak_fits(soak.windows, scenario, max_outside_cores)})
+            into.soak.append(soak)
+            return trend.soak_checks(soak)
+        ramp_scenario = next(r for r in p.scenarios.ramp if ramp_case(r) == case)
+        ramp = self.ramp(ramp_scenario)
+        into.ramp.append(ramp)
+        return trend.ramp_checks(ramp, p.config(ramp.case.config_id), p.compare,
+                                 max_outside_cores)
 
     # -- soak --------------------------------------------------------------------------
 

@@ -263,7 +263,7 @@ def test_offline_fails_cleanly_and_leaves_nothing(tmp_path: Path, capsys) -> Non
     with pytest.raises(fetch.FetchError, match="cannot download.*(refused|offline)"):
         fetch.fetch(dest, url, timeout_s=5)
     assert list(dest.iterdir()) == []
-    assert _cli(str(dest), "--url", url, "--timeout", "5") == 1
+    assert _cli(str(dest), "--url", url, "--timeout", "5") == 8  # fetch failed (specperf.config.exits)
     err = capsys.readouterr().err
     assert url in err and "offline" in err and "Traceback" not in err
     assert list(dest.iterdir()) == []
@@ -282,7 +282,7 @@ def test_default_url_is_huggingface_and_env_overrides(monkeypatch: pytest.Monkey
 
 def test_env_url_is_used_by_the_command(tmp_path: Path, capsys) -> None:
     # The autouse fixture points SPECPERF_SHAREGPT_URL at a refusing port.
-    assert _cli(str(tmp_path), "-q", "--timeout", "5") == 1
+    assert _cli(str(tmp_path), "-q", "--timeout", "5") == 8
     assert "127.0.0.1" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -424,7 +424,7 @@ def test_fetch_specbench_refuses_a_page_and_fails_offline(tmp_path: Path, serve,
     refused = f"http://127.0.0.1:{_refusing_port()}/q.jsonl"
     monkeypatch.setenv(specbench_fetch.URL_ENV, refused)
     assert specbench_fetch.default_url() == refused
-    assert cli_main(["fetch-specbench", str(tmp_path), "--timeout", "5"]) == 1
+    assert cli_main(["fetch-specbench", str(tmp_path), "--timeout", "5"]) == 8
     err = capsys.readouterr().err
     assert refused in err and "SPECPERF_SPECBENCH_URL" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []

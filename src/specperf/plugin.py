@@ -9,6 +9,10 @@ Each hook hands off in one line to a method of :class:`PerfRun` (one per phase o
 session), which drives the engine's :class:`~specperf.engine.session.PerfSession`. Engine
 errors become pytest outcomes in one place, :func:`engine_errors`; the `perf` fixture is
 the PerfRun itself (``perf.assert_gate(kind, case)``).
+
+Why one module past 600 lines: pytest's hooks, their PerfRun phases and the option
+registration (with its deferred parsing, so a bad value is bad input, exit 2); the
+options are the first part to move into a module of their own.
 """
 
 from __future__ import annotations

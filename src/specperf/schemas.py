@@ -3,6 +3,9 @@
 profile → server → load → scrape → measure → gate → report: each stage takes and
 returns these, so a stage can be tested, replaced or re-rendered on its own, and a run
 file written on a GPU box can be reviewed on a laptop without vLLM.
+
+Why one module past 600 lines: every model of the run and baseline files, so the JSON
+Schema (`specperf schema`) and the schema golden test come from one module.
 """
 
 from __future__ import annotations

@@ -65,6 +65,10 @@ self-draft run instead (the target as its own draft: ``c = 1`` and ``E = k + 1``
 
 It is one module past 600 lines because it is one derivation: each function is a formula
 of the text above, in the order the text derives it.
+
+Why one module past 600 lines: the physics above and the fits that use it (per draft,
+per concurrency, held-out) are one model; the renderers are elsewhere
+(report/advice.py).
 """
 
 from __future__ import annotations

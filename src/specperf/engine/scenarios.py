@@ -22,6 +22,11 @@ no-spec server's trial and then each spec server's on the same prompts (the pair
 as prefix caching's rounds). The two scenarios share their servers (the profile's own
 serve_args, started once for both, logs in ``<run dir>/scenarios/segmented/``), stopped
 when the last of them selected is done.
+
+Why one module past 600 lines: the three workload scenarios share one round structure
+(no-spec trial, then each spec server's on the same prompts) and one fresh-server
+confirmation; the confirmation is the first thing to move out, into the component the
+measurer uses too (issue #44).
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ interrupted runs never see a half-written model.
 
 torch, transformers, tokenizers and safetensors are imported lazily inside functions:
 this module (its spec classes in particular) imports with pydantic alone.
+
+Why one module past 600 lines: the tokenizer, the target and every kind of draft are
+built from one another (a draft copies the target's layers, an EAGLE head is made from
+its first layer), so they change together; each builder is one function.
 """
 
 from __future__ import annotations

@@ -53,6 +53,9 @@ command that prints the result; nothing else imports its parts.
     python -m specperf.lab.agreement --profile tests/profiles/cpu-ci.toml --config nospec \\
         --concurrency 1 --requests 20 [--rounds 2] [--json PATH]
     python -m specperf.lab.agreement --profile P --base-url http://127.0.0.1:8000 --model M
+
+Why one module past 600 lines: the definitions it compares are written out above, beside
+the code that drives both clients and pools their runs; one experiment, one file.
 """
 
 from __future__ import annotations

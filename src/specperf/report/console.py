@@ -10,6 +10,10 @@ log or a file. Rules that keep it readable everywhere:
   ``FORCE_COLOR`` turns it on for a CI log that renders ANSI;
 * the width is explicit (default: the terminal's, else ``COLUMNS``, else 100) and rich
   wraps cells to fit, so no line is wider than asked, down to 80 columns.
+
+Why one module past 600 lines: it is every console view of the one result object (run,
+baseline, comparison), and they share the width, colour and escaping rules above; split,
+each view would restate them.
 """
 
 from __future__ import annotations

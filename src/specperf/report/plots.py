@@ -9,6 +9,9 @@ the chart. A baseline is drawn in the same colour, dashed, with hollow markers.
 
 matplotlib is used through ``matplotlib.figure.Figure`` and the Agg canvas only (no
 pyplot, no global state, no display), so this works headless and from several threads.
+
+Why one module past 600 lines: one function per chart, all sharing the colour families
+and the axis conventions above.
 """
 
 from __future__ import annotations

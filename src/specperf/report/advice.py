@@ -224,8 +224,9 @@ def _case_table(advice: RunAdvice, title: str, columns: Sequence[str], caption: 
     justify = dict(_COLUMNS)
     idx = [names.index(c) for c in columns]
     t = Table(title=title, caption=caption, header_style="bold")
-    for c in columns:
-        t.add_column(c, justify=justify[c], no_wrap=c == "case")  # type: ignore[arg-type]
+    for c in columns:  # a figure folds onto a second line rather than lose digits
+        t.add_column(c, justify=justify[c], no_wrap=c == "case",  # type: ignore[arg-type]
+                     overflow="fold")
     for a, row in zip(advice.cases, _rows(advice), strict=True):
         style = "red" if a.measured_gain is not None and a.measured_gain < 1.0 else None
         t.add_row(*[row[i] for i in idx], style=style)
@@ -235,8 +236,13 @@ def _case_table(advice: RunAdvice, title: str, columns: Sequence[str], caption: 
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str,
            left: set[str]) -> Table:
     t = Table(title=title, caption=caption, header_style="bold")
-    for name in columns:
-        t.add_column(name, justify="left" if name in left else "right", no_wrap=name == "case")
+    for i, name in enumerate(columns):
+        # The names (case ids, "tiny:target (self)", the configs a fit came from) keep
+        # every word whole at 80 columns (they wrap at spaces); figures fold, never cut.
+        whole = name in left
+        longest = max((len(word) for row in rows for word in str(row[i]).split()), default=0)
+        t.add_column(name, justify="left" if whole else "right",
+                     min_width=longest if whole else None, overflow="fold")
     for row in rows:
         t.add_row(*row)
     return t

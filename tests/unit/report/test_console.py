@@ -324,3 +324,19 @@ def test_held_by_is_shown_in_console_markdown_and_html(real: RunResult) -> None:
                                                           verbose=True)
     assert "held by `unproven_baseline`" in comparison_markdown(cmp, verbose=True)
     assert "held by unproven_baseline" in render_html(real, comparison=cmp, make_plots=False)
+
+
+def test_advice_at_80_columns_cuts_no_name_and_no_figure() -> None:
+    """The advice tables of a real 18-case run at 80 columns (a CI log): names wrap at
+    their spaces, figures fold, nothing ends in '…'."""
+    from specperf.analysis.advice import advise
+    from specperf.report import render_advice
+
+    run = _without_baseline()
+    for brief in (False, True):
+        text = render_advice(advise(run, None), width=80, color=False, brief=brief)
+        assert "…" not in text
+        assert max(len(line) for line in _lines(text)) <= 80
+        for r in run.cases:
+            if r.case.config_id != "nospec":
+                assert r.case.id in text

@@ -33,6 +33,7 @@ from rich.text import Text
 
 from specperf.analysis import outside_load, spec_counters
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
+from specperf.analysis.judge.rules import HOLD_RULES
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
@@ -482,11 +483,15 @@ def _value_cell(v: float, unit: str, spread: float | None) -> Text:
     return t
 
 
+#: The verdict column holds a rule's name whole under the verdict ("held by" on its own line).
+_VERDICT_WIDTH = max(len("INCONCLUSIVE"), *(len(r.name) for r in HOLD_RULES))
+
+
 def _verdict_cell(m: Comparison) -> Text:
     """The verdict, and the hold rule that made it INCONCLUSIVE (``held_by``) under it."""
     t = Text(VERDICT_WORD[m.verdict], style=VERDICT_STYLE[m.verdict])
     if m.held_by:
-        t.append(f"\nheld: {m.held_by}", style="dim")
+        t.append(f"\nheld by {m.held_by}", style="dim")
     return t
 
 
@@ -539,7 +544,7 @@ def _group_tables(cmp: RunComparison, verbose: bool
         table.add_column("current", justify="right")
         table.add_column(f"Δ ({ccs[0].comparisons[0].confidence * 100:g} % CI)"
                          if ccs[0].comparisons else "Δ", justify="right")
-        table.add_column("verdict")
+        table.add_column("verdict", overflow="fold", min_width=_VERDICT_WIDTH)
         footer: list[RenderableType] = []
         reasons: list[RenderableType] = []
         hidden = 0

@@ -320,7 +320,7 @@ def test_held_by_is_shown_in_console_markdown_and_html(real: RunResult) -> None:
                        CompareRules(min_baseline_runs=2))
     held = [m for _, m in cmp.all() if m.held_by]
     assert held and {m.held_by for m in held} == {"unproven_baseline"}
-    assert "held: unproven_baseline" in render_comparison(cmp, width=100, color=False,
+    assert "held by unproven_baseline" in render_comparison(cmp, width=100, color=False,
                                                           verbose=True)
     assert "held by `unproven_baseline`" in comparison_markdown(cmp, verbose=True)
     assert "held by unproven_baseline" in render_html(real, comparison=cmp, make_plots=False)
@@ -340,3 +340,17 @@ def test_advice_at_80_columns_cuts_no_name_and_no_figure() -> None:
         for r in run.cases:
             if r.case.config_id != "nospec":
                 assert r.case.id in text
+
+
+def test_a_held_verdict_at_80_columns_names_its_rule_whole() -> None:
+    """A real 18-case run against itself with draft-k2 30 % slower: against one baseline
+    run, every timing REGRESSION is held by unproven_baseline, and says so uncut."""
+    from specperf.config.rules import CompareRules
+
+    run = _without_baseline()
+    cmp = compare_runs(scale_latency(run, 1.3, cases=["draft-k2"]), run,
+                       CompareRules(min_baseline_runs=2), force=True)
+    assert any(m.held_by for _, m in cmp.all())
+    text = render_comparison(cmp, width=80, color=False)
+    assert "…" not in text and max(len(line) for line in _lines(text)) <= 80
+    assert re.search(r"held by\s+unproven_baseline\s", text)

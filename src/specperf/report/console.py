@@ -33,7 +33,6 @@ from rich.text import Text
 
 from specperf.analysis import outside_load, spec_counters
 from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
-from specperf.analysis.judge.rules import HOLD_RULES
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
@@ -483,16 +482,24 @@ def _value_cell(v: float, unit: str, spread: float | None) -> Text:
     return t
 
 
-#: The verdict column holds a rule's name whole under the verdict ("held by" on its own line).
-_VERDICT_WIDTH = max(len("INCONCLUSIVE"), *(len(r.name) for r in HOLD_RULES))
-
-
 def _verdict_cell(m: Comparison) -> Text:
-    """The verdict, and the hold rule that made it INCONCLUSIVE (``held_by``) under it."""
+    """The verdict, marked "(held)" when a hold rule made it INCONCLUSIVE; which rule is
+    one line under the config's table (:func:`_held_lines`), where its name fits whole."""
     t = Text(VERDICT_WORD[m.verdict], style=VERDICT_STYLE[m.verdict])
     if m.held_by:
-        t.append(f"\nheld by {m.held_by}", style="dim")
+        t.append("\n(held)", style="dim")
     return t
+
+
+def _held_lines(rows: list[tuple[CaseComparison, Comparison, MetricDetail | None]]) -> list[str]:
+    """One line per hold rule that held something of a config: 'held by
+    unproven_baseline: c4 TPOT, E2E; c8 TPOT' (docs/statistics.md, "The hold rules")."""
+    by_rule: dict[str, dict[int, list[str]]] = {}
+    for cc, m, _ in rows:
+        if m.held_by:
+            by_rule.setdefault(m.held_by, {}).setdefault(cc.case.concurrency, []).append(m.metric)
+    return [f"held by {rule}: " + "; ".join(f"c{c} {', '.join(ms)}" for c, ms in concs.items())
+            for rule, concs in by_rule.items()]
 
 
 def _delta_cell(m: Comparison, d: MetricDetail | None) -> Text:
@@ -544,7 +551,7 @@ def _group_tables(cmp: RunComparison, verbose: bool
         table.add_column("current", justify="right")
         table.add_column(f"Δ ({ccs[0].comparisons[0].confidence * 100:g} % CI)"
                          if ccs[0].comparisons else "Δ", justify="right")
-        table.add_column("verdict", overflow="fold", min_width=_VERDICT_WIDTH)
+        table.add_column("verdict")
         footer: list[RenderableType] = []
         reasons: list[RenderableType] = []
         hidden = 0
@@ -573,7 +580,8 @@ def _group_tables(cmp: RunComparison, verbose: bool
                     Text(f"{mark} c{cc.case.concurrency} {m.reason}",
                          style="red" if m.verdict is Verdict.REGRESSION else ""),
                     (0, 0, 0, 2)))
-        footer[:0] = reasons
+        footer[:0] = [*reasons, *(Padding(Text(line, style="yellow"), (0, 0, 0, 2))
+                                  for line in _held_lines(rows))]
         if hidden:
             footer.append(Padding(Text(f"+ {hidden} unchanged metric{'s' if hidden != 1 else ''}"
                                        " (-v lists them)", style="dim"), (0, 0, 0, 2)))

@@ -30,6 +30,7 @@ from specperf.report.console import (
     spread_text,
     time_lines,
 )
+from specperf.report.escape import md_escape
 from specperf.report.scenarios import scenario_markdown
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
@@ -61,19 +62,6 @@ VERDICT_MD = {
 OUTCOME_MD = {"fail": "❌ **fail**", "pass": "✅ pass", "skip": "⏭️ skip",
               "inconclusive": "❔ **inconclusive**", "busy": "⏸️ **not measured: busy**"}
 ARROW = {Direction.LOWER_IS_BETTER: "↓", Direction.HIGHER_IS_BETTER: "↑"}
-
-# Inline markup only: table cells and "> **Note:** …" paragraphs never start a block, so
-# '#', '-', '+', '.' need no escape. '$' is GitHub's inline maths.
-_ESCAPED = set("\\`*_[]<>|~$")
-
-
-_ESCAPE_TABLE = str.maketrans({**{ch: "\\" + ch for ch in _ESCAPED}, "\r": "", "\n": " "})
-
-
-def md_escape(text: object) -> str:
-    """Text for a GFM table cell or paragraph: markup characters backslash-escaped, pipes
-    too (they would split a cell), newlines folded."""
-    return str(text).translate(_ESCAPE_TABLE)
 
 
 def artifact_pointer(run_dir: str | None) -> str:

@@ -77,12 +77,13 @@ def test_the_listing_keeps_marked_open_issues_and_drops_pull_requests() -> None:
     found = open_issues(_listing())
     assert [i.number for i in found] == [37, 38, 39, 41]  # not the PR (#40), not #12
     assert found[3].key == IssueKey(profile="cpu-tiny", hardware="cpu-amd-epyc-2c",
-                                    case="self-k3-c1", metric="output throughput")
+                                    branch="main", vllm="0.32.0", case="self-k3-c1",
+                                    metric="output throughput")
 
 
 def test_open_update_close_and_keep(regressed: RunComparison) -> None:
     links = RunLinks(run=RUN_URL, artifacts=f"{RUN_URL}#artifacts")
-    actions = plan(regressed, open_issues(_listing()), links)
+    actions = plan(regressed, open_issues(_listing()), links, branch="main")
     by_kind = {k: [a for a in actions if a.kind == k] for k in ("open", "update", "close", "keep")}
     failing = {(cc.case.id, m.metric) for cc, m in regressed.regressions}
     assert failing == {("self-k3-c1", "TPOT"), ("self-k3-c1", "E2E"),
@@ -98,7 +99,7 @@ def test_open_update_close_and_keep(regressed: RunComparison) -> None:
         assert f"[workflow run]({RUN_URL})" in a.body and f"({RUN_URL}#artifacts)" in a.body
         assert "| self-k3 | 1 |" in a.body  # the case's diff rows
     titles = {a.title for a in by_kind["open"]}
-    assert "Perf regression: cpu-tiny self-k3-c1 TPOT (cpu-amd-epyc-2c)" in titles
+    assert "Perf regression: cpu-tiny self-k3-c1 TPOT (cpu-amd-epyc-2c, vLLM 0.32.0, main)" in titles
     # nospec-c4's throughput is unchanged in this run: its issue is closed with the diff.
     [close] = by_kind["close"]
     assert close.number == 37 and "Back within its limits" in (close.comment or "")
@@ -113,7 +114,7 @@ def test_open_update_close_and_keep(regressed: RunComparison) -> None:
 
 def test_a_later_nightly_back_within_limits_closes_it(real: RunResult) -> None:
     # The same measurements again: throughput passes, TPOT stays inconclusive.
-    actions = plan(compare_runs(real, real), open_issues(_listing()), RunLinks())
+    actions = plan(compare_runs(real, real), open_issues(_listing()), RunLinks(), branch="main")
     assert {a.number: a.kind for a in actions} == {37: "close", 38: "keep", 39: "keep",
                                                    41: "close"}
 
@@ -121,7 +122,7 @@ def test_a_later_nightly_back_within_limits_closes_it(real: RunResult) -> None:
 def test_inconclusive_or_unmeasured_keeps_the_issue(regressed: RunComparison) -> None:
     without_case = regressed.model_copy(update={
         "cases": [c for c in regressed.cases if c.case.id != "nospec-c4"]})
-    actions = {a.number: a for a in plan(without_case, open_issues(_listing()), RunLinks())}
+    actions = {a.number: a for a in plan(without_case, open_issues(_listing()), RunLinks(), branch="main")}
     assert actions[37].kind == "keep"
     assert "did not compare nospec-c4 output throughput" in actions[37].why
     refused = regressed.model_copy(update={"refusals": ["other hardware"]})
@@ -133,6 +134,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, replay: Replay) -> None:
     monkeypatch.setenv("GITHUB_REPOSITORY", "octo-org/specperf")
     monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
     monkeypatch.setenv("GITHUB_RUN_ID", "12345")
+    monkeypatch.setenv("GITHUB_REF_NAME", "main")
     monkeypatch.delenv("GITHUB_API_URL", raising=False)
     monkeypatch.setattr(cli_issues, "urllib_send", lambda token: replay)
 

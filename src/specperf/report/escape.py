@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ZWJ", "md_escape", "neutralise_commands"]
+__all__ = ["ZWJ", "md_code", "md_escape", "neutralise_commands"]
 
 #: U+200D ZERO WIDTH JOINER: invisible, and not a character of a user or issue name.
 ZWJ = "\u200d"
@@ -35,6 +35,9 @@ _TABLE = str.maketrans({**{ch: "\\" + ch for ch in _ESCAPED},
                         **{ch: " " for ch in _LINE_BREAKS},
                         **{chr(c): "" for c in range(32) if chr(c) not in _LINE_BREAKS + "\t"},
                         "\x7f": ""})
+_FOLD = str.maketrans({**{ch: " " for ch in _LINE_BREAKS},
+                       **{chr(c): "" for c in range(32) if chr(c) not in _LINE_BREAKS + "\t"},
+                       "\x7f": ""})
 _MENTION = re.compile(r"@")
 _REF = re.compile(r"#(?=\d)|(?<![A-Za-z0-9])(GH)(?=-\d)", re.IGNORECASE)
 # Only what starts a block: a marker followed by a blank or the end ("-3.2 %" and "30.00"
@@ -52,6 +55,19 @@ def md_escape(text: object) -> str:
     out = out.replace("::", "\\:\\:")
     out = _BLOCK_MARK.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
     return _LIST_NUMBER.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
+
+
+_BACKTICKS = re.compile(r"`+")
+
+
+def md_code(text: object) -> str:
+    """``text`` as an inline code span (a path, a case id): shown verbatim — in a code
+    span nothing is a mention, a reference, markup or HTML — fenced by more backticks than
+    any run of them inside, on one line."""
+    body = str(text).replace("\r\n", "\n").translate(_FOLD)
+    fence = "`" * (1 + max((len(m) for m in _BACKTICKS.findall(body)), default=0))
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 _COMMAND_LINE = re.compile(r"^(\s*)::", re.MULTILINE)

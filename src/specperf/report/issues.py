@@ -38,7 +38,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specperf.analysis.compare import CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison
-from specperf.report.markdown import CMP_HEADERS, cmp_row, md_escape, md_table
+from specperf.report.escape import md_code, md_escape
+from specperf.report.markdown import CMP_HEADERS, cmp_row, md_table
 
 #: The label every issue filed here carries; the listing asks for it.
 LABEL = "specperf-regression"
@@ -160,7 +161,7 @@ def issue_body(cmp: RunComparison, cc: CaseComparison, m: Comparison, links: Run
         f"{key.marker()}\n"
         f"A nightly perf run confirmed a regression of **{md_escape(m.metric)}** in case "
         f"**{md_escape(cc.case.id)}** of profile **{md_escape(key.profile)}** on "
-        f"`{md_escape(key.hardware)}` ({md_escape(cc.config_label)}).\n\n"
+        f"{md_code(key.hardware)} ({md_escape(cc.config_label)}).\n\n"
         f"- run: vLLM {md_escape(p.vllm_version)}, branch {md_escape(branch or '?')} — "
         f"{links.markdown()}\n"
         f"- baseline: vLLM {md_escape(b.vllm_version)}, {md_escape(cmp.baseline_label or '?')}\n\n"
@@ -187,7 +188,7 @@ def summary_body(cmp: RunComparison, over: Sequence[tuple[CaseComparison, Compar
     left = len(over) - min(len(over), SUMMARY_TOP)
     body = (f"{key.marker()}\n"
             f"{len(over)} more confirmed regression{'s' if len(over) != 1 else ''} of profile "
-            f"**{md_escape(key.profile)}** on `{md_escape(key.hardware)}` (vLLM "
+            f"**{md_escape(key.profile)}** on {md_code(key.hardware)} (vLLM "
             f"{md_escape(key.vllm or '?')}, branch {md_escape(key.branch or '?')}) than the "
             f"{cap} issue{'s' if cap != 1 else ''} a night `specperf issues` opens "
             f"(SPECPERF_ISSUES_CAP / --cap) — {links.markdown()}.\n\n"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specperf.report.escape import ZWJ, md_escape, neutralise_commands
+from specperf.report.escape import ZWJ, md_code, md_escape, neutralise_commands
 
 # GitHub's mention and reference patterns, as they match in rendered text: a name right
 # after '@', a number right after '#' or 'GH-'.
@@ -71,3 +71,22 @@ def test_a_document_has_no_workflow_command_line() -> None:
     doc = "### title\n::warning::forged\n  ::add-mask::x\nkept :: inside\n"
     assert neutralise_commands(doc) == ("### title\n\\:\\:warning::forged\n"
                                         "  \\:\\:add-mask::x\nkept :: inside\n")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("runs/2026-01-01/run.json", "`runs/2026-01-01/run.json`"),
+    ("a`b", "``a`b``"),
+    ("`x`", "`` `x` ``"),
+    ("x\n::error::y", "`x ::error::y`"),
+])
+def test_a_code_span_shows_the_text_and_cannot_be_left(text: str, expected: str) -> None:
+    assert md_code(text) == expected
+
+
+@given(st.text(max_size=40))
+def test_a_code_span_is_one_line_and_fenced_longer_than_any_backtick_run(text: str) -> None:
+    out = md_code(text)
+    fence = len(out) - len(out.lstrip("`"))
+    inner = out[fence:len(out) - fence]
+    assert out.endswith("`" * fence) and "\n" not in out and "\r" not in out
+    assert all(len(run) < fence for run in re.findall(r"`+", inner))

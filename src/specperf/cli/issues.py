@@ -169,8 +169,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "issues", help="open, update or close one GitHub issue per confirmed regression",
         description="From a comparison (`specperf compare --json-out`): open a GitHub issue "
                     "for each confirmed regression, update the open one while it lasts, close "
-                    "it when the case is back within its limits. Needs GITHUB_TOKEN with "
-                    "issues: write.")
+                    "it when the case is back within its limits; at most --cap new ones, the "
+                    "rest in one summary issue. Needs GITHUB_TOKEN with issues: write. Exit 0 "
+                    "done; 12 paused by GitHub's rate limit (rerun: it continues from the "
+                    "--state file); 2 bad input or a request GitHub refused.")
     p.add_argument("comparison", help="the comparison JSON (specperf compare --json-out)")
     p.add_argument("--repo", metavar="OWNER/NAME", default=None,
                    help="the repository (default: $GITHUB_REPOSITORY)")
@@ -251,7 +253,10 @@ def _links(env: settings.Settings) -> RunLinks:
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     cmp, digest = _comparison(args.comparison)
-    env = settings.current()
+    try:
+        env = settings.current()
+    except settings.SettingsError as exc:
+        raise options.BadInput(options.one_line(str(exc))) from None
     repo = args.repo or env.github_repository
     if not repo or not _REPO.match(repo):
         raise options.BadInput(f"--repo {repo!r}: not OWNER/NAME — fix: pass --repo or set "

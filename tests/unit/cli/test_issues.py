@@ -330,6 +330,12 @@ def test_a_broken_state_file_is_bad_input(tmp_path: Path, regressed: RunComparis
     assert main(["issues", str(_write(tmp_path, regressed))]) == 2
     err = capsys.readouterr().err
     assert "issues-state.json: not a `specperf issues` state file" in err and "fix:" in err
+    monkeypatch.setenv("SPECPERF_ISSUES_CAP", "ten")
+    assert main(["issues", str(_write(tmp_path, regressed))]) == 2
+    assert "SPECPERF_ISSUES_CAP='ten'" in capsys.readouterr().err
+    monkeypatch.delenv("SPECPERF_ISSUES_CAP")
+    assert main(["issues", str(_write(tmp_path, regressed)), "--cap", "-1"]) == 2
+    assert "--cap -1: give 0 or more" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("branch", "vllm"), [("experiment", "0.32.0"), ("main", "0.33.0rc1")])

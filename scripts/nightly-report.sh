@@ -43,10 +43,16 @@ printf 'merging %s\n' "${runs[@]}"
 
 specperf merge "${runs[@]}" --out "$out/run.json" | tee -a "$summary"
 
-# The stored baseline for the merged run's profile and hardware, in this checkout.
+# The stored baseline for the merged run's profile and hardware, in this checkout. The
+# names come from the run file: only plain names become a path (and reach the log, where a
+# line break followed by "::" would be a workflow command).
 baseline="$(python - "$out/run.json" "$baselines" <<'PY'
-import json, sys
+import json, re, sys
 prov = json.load(open(sys.argv[1], encoding="utf-8"))["provenance"]
+for field in ("profile_name", "hardware_id"):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(prov.get(field, ""))):
+        sys.exit(f"{sys.argv[1]}: provenance.{field} is not a plain name (letters, digits, "
+                 ". _ -): refusing to make it a path")
 print(f"{sys.argv[2]}/{prov['profile_name']}/{prov['hardware_id']}.json")
 PY
 )"

@@ -511,6 +511,24 @@ def test_report_script_merges_downloaded_shards(tmp_path: Path, hardware: str,
     assert "4 cases" in summary.read_text()
 
 
+def test_report_script_refuses_a_hardware_id_that_is_no_plain_name(
+        tmp_path: Path, fake_specperf: tuple[Path, Path]) -> None:
+    bindir, log = fake_specperf
+    shards = tmp_path / "shards"
+    forged = "gpu-x1\n::add-mask::x/../../etc"
+    write_model(shards / "perf-shard-1" / "shard-1" / "run.json",
+                shard_run(["nospec"], hardware_id=forged))
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-report.sh"), str(shards),
+         str(tmp_path / "merged")],
+        env=_env(bindir), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "provenance.hardware_id is not a plain name" in proc.stderr
+    assert not any(line.startswith("::") for line in (proc.stdout + proc.stderr).splitlines())
+    assert [c.split()[0] for c in log.read_text().splitlines()] == ["merge"]
+
+
 def _two_shards(tmp_path: Path) -> Path:
     shards = tmp_path / "shards"
     hardware = "gpu-nvidia-l40s-x1"

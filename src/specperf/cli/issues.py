@@ -8,27 +8,41 @@ to the GitHub REST API (``GITHUB_API_URL``, token ``GITHUB_TOKEN``; the nightly 
 job has ``issues: write`` and nothing else). ``--dry-run`` lists the open issues and
 prints the plan without writing anything.
 
-Exit codes: 0 done (or nothing to do), 2 bad input (the comparison file, the repository,
-no token) or a request GitHub refused (its status and message are printed).
+Bounded: at most ``--cap`` (SPECPERF_ISSUES_CAP, default 10) new issues a night, the rest
+in one summary issue. Resumable: after each request that changed something, what is done
+is written to a state file (``--state``, default ``issues-state.json`` beside the
+comparison); a rerun on the same comparison skips what is done and counts what it opened
+against the cap, so a run cut off by GitHub's rate limit (403/429 with its rate-limit
+headers) or by another error files nothing twice.
+
+Exit codes (specperf.config.exits): 0 done (or nothing to do); 12 paused by GitHub's rate
+limit (the state is written; rerun after the time printed); 2 bad input (the comparison
+file, the state file, the repository, no token) or a request GitHub refused (its status
+and message are printed; the state is written).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from specperf.analysis.compare import RunComparison
 from specperf.cli import options
 from specperf.config import settings
-from specperf.report.issues import LABEL, Action, RunLinks, open_issues, plan
+from specperf.config.exits import Exit
+from specperf.report.issues import LABEL, Action, IssueKey, RunLinks, open_issues, plan
+from specperf.store.files import atomic_write_text
 
 PROG = "specperf issues"
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
@@ -40,6 +54,33 @@ Send = Callable[[str, str, Any], tuple[int, dict[str, str], Any]]
 
 class GitHubError(Exception):
     """A request GitHub answered with an error status; the message has it."""
+
+
+class RateLimited(GitHubError):
+    """GitHub's rate limit (primary or secondary) refused a request; try again later."""
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    return next((v for k, v in headers.items() if k.lower() == name), None)
+
+
+def _rate_limited(status: int, headers: dict[str, str], message: object) -> bool:
+    # docs.github.com, "Rate limits for the REST API": 403 or 429, with
+    # x-ratelimit-remaining: 0 (primary) or retry-after (secondary).
+    if status not in (403, 429):
+        return False
+    return (_header(headers, "x-ratelimit-remaining") == "0"
+            or _header(headers, "retry-after") is not None
+            or status == 429 or "rate limit" in str(message).lower())
+
+
+def _when(headers: dict[str, str]) -> str:
+    after, reset = _header(headers, "retry-after"), _header(headers, "x-ratelimit-reset")
+    if after and after.isdigit():
+        return f"retry after {after} s"
+    if reset and reset.isdigit():
+        return f"the limit resets at {datetime.fromtimestamp(int(reset), UTC):%Y-%m-%d %H:%M:%S} UTC"
+    return "retry later"
 
 
 def urllib_send(token: str, timeout_s: float = 30.0) -> Send:
@@ -83,7 +124,10 @@ class GitHubIssues:
         status, headers, body = self.send(method, url, payload)
         if status not in ok:
             message = body.get("message") if isinstance(body, dict) else body
-            raise GitHubError(f"{method} {url}: GitHub answered {status}: {message}")
+            text = f"{method} {url}: GitHub answered {status}: {message}"
+            if _rate_limited(status, headers, message):
+                raise RateLimited(f"{text} ({_when(headers)})")
+            raise GitHubError(text)
         return headers, body
 
     def list_open(self) -> list[dict[str, Any]]:
@@ -125,19 +169,71 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "issues", help="open, update or close one GitHub issue per confirmed regression",
         description="From a comparison (`specperf compare --json-out`): open a GitHub issue "
                     "for each confirmed regression, update the open one while it lasts, close "
-                    "it when the case is back within its limits. Needs GITHUB_TOKEN with "
-                    "issues: write.")
+                    "it when the case is back within its limits; at most --cap new ones, the "
+                    "rest in one summary issue. Needs GITHUB_TOKEN with issues: write. Exit 0 "
+                    "done; 12 paused by GitHub's rate limit (rerun: it continues from the "
+                    "--state file); 2 bad input or a request GitHub refused.")
     p.add_argument("comparison", help="the comparison JSON (specperf compare --json-out)")
     p.add_argument("--repo", metavar="OWNER/NAME", default=None,
                    help="the repository (default: $GITHUB_REPOSITORY)")
     p.add_argument("--dry-run", action="store_true",
                    help="list the open issues and print the plan; change nothing")
+    p.add_argument("--cap", type=int, default=None, metavar="N",
+                   help="at most N new issues (the rest in one summary issue; default: "
+                        "$SPECPERF_ISSUES_CAP, else 10)")
+    p.add_argument("--branch", default=None,
+                   help="the branch the run was made on, part of each issue's key "
+                        "(default: $GITHUB_REF_NAME)")
+    p.add_argument("--state", metavar="PATH", default=None,
+                   help="what is done, for a rerun to continue (default: issues-state.json "
+                        "beside the comparison)")
     return p
 
 
-def _comparison(path: str) -> RunComparison:
+class FilingState(BaseModel):
+    """What `specperf issues` has done for one comparison (its file's sha256)."""
+
+    comparison: str
+    done: list[IssueKey] = []
+    opened: list[IssueKey] = []
+    finished: bool = False
+
+
+def _load_state(path: Path, digest: str) -> FilingState:
     try:
-        return RunComparison.model_validate_json(Path(path).read_bytes())
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return FilingState(comparison=digest)
+    except OSError as exc:
+        raise options.BadInput(f"{path}: cannot read the state file: "
+                               f"{exc.strerror or exc}") from None
+    try:
+        state = FilingState.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(the file)"
+        raise options.BadInput(f"{path}: not a `specperf issues` state file: field "
+                               f"`{where}`: {first['msg']} — fix: delete it (the open "
+                               "issues' markers keep reruns from opening duplicates) or "
+                               "pass another --state") from None
+    if state.comparison != digest:
+        print(f"{PROG}: {path} is of another comparison: starting afresh")
+        return FilingState(comparison=digest)
+    return state
+
+
+def _save_state(path: Path, state: FilingState) -> None:
+    try:
+        atomic_write_text(path, state.model_dump_json(indent=1) + "\n")
+    except OSError as exc:
+        raise options.BadInput(f"{path}: cannot write the state file: "
+                               f"{exc.strerror or exc} — pass a writable --state") from None
+
+
+def _comparison(path: str) -> tuple[RunComparison, str]:
+    try:
+        raw = Path(path).read_bytes()
+        return RunComparison.model_validate_json(raw), hashlib.sha256(raw).hexdigest()
     except OSError as exc:
         raise options.BadInput(f"{path}: cannot read it: {exc.strerror or exc}") from None
     except ValidationError as exc:
@@ -156,30 +252,63 @@ def _links(env: settings.Settings) -> RunLinks:
 
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
-    cmp = _comparison(args.comparison)
-    env = settings.current()
+    cmp, digest = _comparison(args.comparison)
+    try:
+        env = settings.current()
+    except settings.SettingsError as exc:
+        raise options.BadInput(options.one_line(str(exc))) from None
     repo = args.repo or env.github_repository
     if not repo or not _REPO.match(repo):
         raise options.BadInput(f"--repo {repo!r}: not OWNER/NAME — fix: pass --repo or set "
                                "GITHUB_REPOSITORY")
+    cap = env.issues_cap if args.cap is None else args.cap
+    if cap < 0:
+        raise options.BadInput(f"--cap {cap}: give 0 or more new issues a night")
     if env.github_token is None:
         raise options.BadInput("GITHUB_TOKEN is not set — fix: give the job "
                                "`permissions: issues: write` and GITHUB_TOKEN: "
                                "${{ github.token }}")
+    branch = args.branch or env.github_ref_name
+    state_path = Path(args.state) if args.state else Path(args.comparison).with_name(
+        "issues-state.json")
+    state = _load_state(state_path, digest)
     gh = GitHubIssues(env.github_api_url, repo, urllib_send(env.github_token.get_secret_value()))
+    done = set(state.done)
     try:
         existing = open_issues(gh.list_open())
-        actions = plan(cmp, existing, _links(env))
+        actions = plan(cmp, existing, _links(env), branch=branch, cap=cap,
+                       opened_before=state.opened)
         if cmp.refused:
             print(f"{PROG}: the comparison was refused; no issue opened or closed")
         if not actions:
             print(f"{PROG}: no confirmed regression and no open regression issue: nothing to do")
         for action in actions:
-            if args.dry_run and action.kind != "keep":
+            if action.kind != "keep" and action.key in done:
+                print(f"already done by an earlier attempt ({state_path}): {action.kind} "
+                      f"{action.title}")
+            elif args.dry_run and action.kind != "keep":
                 target = f"#{action.number}" if action.number else "(new)"
                 print(f"would {action.kind} {target} {action.title}: {action.why}")
             else:
                 print(gh.apply(action))  # a "keep" only says why
+                if action.kind != "keep":
+                    state.done.append(action.key)
+                    done.add(action.key)
+                    if action.kind == "open":
+                        state.opened.append(action.key)
+                    _save_state(state_path, state)
+    except RateLimited as exc:
+        if not args.dry_run:
+            _save_state(state_path, state)
+        print(f"{PROG}: paused by GitHub's rate limit after {len(state.done)} change(s): "
+              f"{exc} — rerun the job then; it continues from {state_path}", file=sys.stderr)
+        return Exit.ISSUES_PAUSED
     except GitHubError as exc:
-        raise options.BadInput(str(exc)) from None
+        if not args.dry_run:
+            _save_state(state_path, state)
+        raise options.BadInput(f"{exc} (what was done before is in {state_path}; a rerun "
+                               "continues from it)") from None
+    if not args.dry_run:
+        state.finished = True
+        _save_state(state_path, state)
     return options.EXIT_OK

@@ -15,6 +15,7 @@ from specperf.analysis.reference import Labelled, disagreements
 from specperf.analysis.samples import kept_runs
 from specperf.cli import options
 from specperf.config.exits import Exit
+from specperf.report.escape import md_escape, neutralise_commands
 from specperf.schemas import Baseline, RunResult, recorded_rules
 from specperf.store import baselines as baseline_store
 from specperf.store.files import BaselineError
@@ -69,8 +70,10 @@ def _line(label: str, r: RunResult | Baseline) -> str:
 
 
 def _write_markdown(args: argparse.Namespace, text: str) -> None:
+    """The pull request's body and its commit message (scripts/promote-baseline.sh): every
+    piece from a run file escaped where it is put in, no line a workflow command."""
     if args.markdown:
-        options.write_output("--markdown", Path(args.markdown), text)
+        options.write_output("--markdown", Path(args.markdown), neutralise_commands(text))
 
 
 @options.exits_2_on_bad_input(PROG)
@@ -98,14 +101,15 @@ def run(args: argparse.Namespace) -> int:
     chosen: list[Labelled] = [(newest_label, newest)]
     chosen += [(labels[id(r)], r) for r in kept_runs(newest, [r for _, r in mine])]
     chosen = chosen[:want]
-    listed = "\n".join(f"- {_line(lb, r)}" for lb, r in chosen)
+    listed = "\n".join(f"- {md_escape(_line(lb, r))}" for lb, r in chosen)
     head = f"{args.profile} on {args.hardware}: {len(chosen)} run(s)"
     if len(chosen) < want:
         why = (f"refused: {head} of vLLM {newest.provenance.vllm_version or '?'} with this "
                f"profile hash and prompts, {want} needed — promote after more green nightlies "
                "(or pass --runs)")
         print(f"{PROG}: {why}", file=sys.stderr)
-        _write_markdown(args, f"### specperf: baseline not promoted\n\n{why}\n\n{listed}\n")
+        _write_markdown(args, f"### specperf: baseline not promoted\n\n{md_escape(why)}\n\n"
+                              f"{listed}\n")
         return EXIT_REFUSED
     problems = disagreements(chosen, rules)
     if problems:
@@ -114,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: refused: the {len(chosen)} runs do not agree ({len(problems)} "
               f"problem{'s' if len(problems) != 1 else ''}); nothing written", file=sys.stderr)
         _write_markdown(args, "### specperf: baseline not promoted: the runs disagree\n\n"
-                        + "".join(f"- {p}\n" for p in problems) + f"\nRuns:\n\n{listed}\n")
+                        + "".join(f"- {md_escape(p)}\n" for p in problems)
+                        + f"\nRuns:\n\n{listed}\n")
         return EXIT_REFUSED
     try:
         current = baseline_store.load_baseline(path)
@@ -136,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     summary = (f"{head} agree (none failed its own checks, none regresses against the "
                f"others, every timing's run-to-run spread within the profile's budget); "
                f"{path} replaces {was}, all {len(chosen)} filed in its history")
-    print(f"{summary}\n{listed}")
-    _write_markdown(args, f"### specperf: baseline promoted\n\n{summary}.\n\nRuns (newest "
+    print(f"{summary}\n" + "\n".join(f"- {_line(lb, r)}" for lb, r in chosen))
+    _write_markdown(args, f"### specperf: baseline promoted\n\n{md_escape(summary)}.\n\n"
+                          f"Runs (newest "
                           f"first; each history entry keeps its own provenance):\n\n{listed}\n")
     return options.EXIT_OK

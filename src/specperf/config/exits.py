@@ -44,6 +44,9 @@ class Exit(IntEnum):
     NO_DIFFERENCE = 10
     #: ``specperf check``: a profile does not fit that vLLM (its config classes refuse it)
     PROFILE_REJECTED = 11
+    #: ``specperf issues``: GitHub's rate limit stopped it; what is done is in its state
+    #: file, and a rerun continues from there
+    ISSUES_PAUSED = 12
     #: interrupted (Ctrl-C, SIGTERM from CI cancelling the job): nothing was decided
     INTERRUPTED = 130
 
@@ -64,6 +67,7 @@ _MEANING: dict[Exit, str] = {
     Exit.PROMOTE_REFUSED: "`specperf promote` refused the runs",
     Exit.NO_DIFFERENCE: "bisect: no release in the range differs",
     Exit.PROFILE_REJECTED: "`specperf check`: a profile does not fit that vLLM",
+    Exit.ISSUES_PAUSED: "`specperf issues` paused by GitHub's rate limit; a rerun continues",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): nothing decided",
 }
 

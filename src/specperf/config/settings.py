@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     github_server_url: str | None = _env("GITHUB_SERVER_URL")
     github_repository: str | None = _env("GITHUB_REPOSITORY")
     github_run_id: str | None = _env("GITHUB_RUN_ID")
+    github_ref_name: str | None = _env("GITHUB_REF_NAME")
+    """The run's branch: part of each issue's key (`specperf issues --branch`)."""
+    issues_cap: int = Field(10, ge=0, validation_alias=AliasChoices("SPECPERF_ISSUES_CAP"))
+    """At most this many new issues a night (`specperf issues --cap`); the rest in one."""
     github_api_url: str = Field("https://api.github.com",
                                 validation_alias=AliasChoices("GITHUB_API_URL"))
     """The GitHub REST API `specperf fetch-nightlies` and `specperf issues` ask."""
@@ -136,6 +140,7 @@ _EXPECTED = {
     "SPECPERF_PROXY_STRETCH": "a fraction ≥ 0 of each stream's decode time (e.g. 0.25), or unset",
     "SPECPERF_COMPILE_CACHE": "1 (keep vLLM's compile cache between runs) or 0, or unset",
     "SPECPERF_LEGACY_EXIT_CODES": "1 (the exit numbers of before the one table) or 0, or unset",
+    "SPECPERF_ISSUES_CAP": "a number of issues ≥ 0 (e.g. 10), or unset",
 }
 
 

@@ -16,6 +16,8 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from specperf.report.escape import md_escape
+
 if TYPE_CHECKING:  # annotations only: the renderers never run the model (no scipy import)
     from specperf.analysis.advice import CaseAdvice, RunAdvice
 
@@ -319,7 +321,7 @@ def advice_console(advice: RunAdvice, brief: bool = False) -> RenderableType:
 
 
 def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    return md_escape(s)
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
@@ -349,18 +351,18 @@ def advice_markdown(advice: RunAdvice, heading: str = "##") -> str:
         lines += ["", f"<sub>{_md_cell(_HELD_LEGEND)}</sub>", ""]
     checks = _checks(advice)
     if checks:
-        lines += [f"- {s}" for s in checks] + [""]
+        lines += [f"- {md_escape(s)}" for s in checks] + [""]
     sentences = [a.sentence for a in advice.cases] + [c.sentence for c in advice.configs]
     if sentences:
-        lines += [f"- {s}" for s in sentences] + [""]
+        lines += [f"- {md_escape(s)}" for s in sentences] + [""]
     if advice.baseline is not None:
         if advice.findings:
             lines += [f"{heading}# Overhead regressions", ""]
-            lines += [f"- :red_circle: {f.message}" for f in advice.findings] + [""]
+            lines += [f"- :red_circle: {md_escape(f.message)}" for f in advice.findings] + [""]
         else:
-            lines += [f"No overhead regression against {advice.baseline}.", ""]
+            lines += [f"No overhead regression against {md_escape(advice.baseline)}.", ""]
     if advice.notes:
-        lines += [f"> note: {n}" for n in advice.notes] + [""]
+        lines += [f"> note: {md_escape(n)}" for n in advice.notes] + [""]
     if not advice.cases:
         lines += ["No speculative-decoding cases to advise on.", ""]
     return "\n".join(lines)

@@ -4,8 +4,14 @@ close, decided from the run's comparison and the issues already open.
 Pure: it reads a :class:`RunComparison` and the open issues as the GitHub REST API lists
 them (``GET /repos/{owner}/{repo}/issues``), and returns :class:`Action` s; the requests
 themselves are `specperf issues` (specperf.cli.issues). A regression is keyed by profile,
-hardware, case and metric; the key is kept in the issue body as a hidden marker, so a
-renamed title does not lose the issue.
+hardware, branch, vLLM version, case and metric; the key is kept in the issue body as a
+hidden marker, so a renamed title does not lose the issue, and a run dispatched on
+another branch or with another vLLM never updates or closes the nightly's issues (nor
+they its). Issues keyed before branch and vLLM were in the key are kept as they are.
+
+At most ``cap`` new issues a night (worst regressions first); the regressions past it
+are listed in one summary issue of the run's scope, updated while there are any and
+closed by the first night with none.
 
 * a check that FAILs (a REGRESSION measured on a quiet machine, fresh-server
   confirmation included: :attr:`RunComparison.regressions`) with no open issue → **open**
@@ -23,6 +29,7 @@ renamed title does not lose the issue.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -31,7 +38,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specperf.analysis.compare import CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison
-from specperf.report.markdown import CMP_HEADERS, cmp_row, md_escape, md_table
+from specperf.report.escape import md_code, md_escape
+from specperf.report.markdown import CMP_HEADERS, cmp_row, md_table
 
 #: The label every issue filed here carries; the listing asks for it.
 LABEL = "specperf-regression"
@@ -40,16 +48,33 @@ _MARKER = re.compile(r"<!-- specperf-regression (\{[^\n]*?\}) -->")
 MAX_BODY = 60000
 
 
+#: The case and metric of the one summary issue of a scope (the regressions past the cap).
+SUMMARY = "*"
+#: How many of the regressions past the cap the summary issue lists by name.
+SUMMARY_TOP = 50
+
+
 class IssueKey(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     profile: str
     hardware: str
+    #: The branch the run was made on (GITHUB_REF_NAME); None: not known, or an issue
+    #: filed before the branch was in the key.
+    branch: str | None = None
+    #: The run's vLLM version; None: not recorded, or filed before it was in the key.
+    vllm: str | None = None
     case: str
     metric: str
 
+    def scope(self) -> tuple[str, str, str | None, str | None]:
+        return self.profile, self.hardware, self.branch, self.vllm
+
     def title(self) -> str:
-        return f"Perf regression: {self.profile} {self.case} {self.metric} ({self.hardware})"
+        where = f"{self.hardware}, vLLM {self.vllm or '?'}, {self.branch or '?'}"
+        if self.case == SUMMARY:
+            return f"Perf regressions past the issue cap: {self.profile} ({where})"
+        return f"Perf regression: {self.profile} {self.case} {self.metric} ({where})"
 
     def marker(self) -> str:
         return f"<!-- specperf-regression {self.model_dump_json()} -->"
@@ -107,12 +132,19 @@ def open_issues(listing: Iterable[dict[str, Any]]) -> list[OpenIssue]:
     return sorted(out, key=lambda i: i.number)
 
 
-def _key(cmp: RunComparison, cc: CaseComparison, m: Comparison) -> IssueKey:
+def _key(cmp: RunComparison, cc: CaseComparison | None, m: Comparison | None,
+         branch: str | None) -> IssueKey:
     p = cmp.run_provenance
     # The comparison's own name ("TPOT", "acceptance_rate[pos 1]"): unique in a case,
     # where the metric key is not (every position's check has key acceptance_rate).
-    return IssueKey(profile=p.profile_name, hardware=p.hardware_id, case=cc.case.id,
-                    metric=m.metric)
+    return IssueKey(profile=p.profile_name, hardware=p.hardware_id, branch=branch,
+                    vllm=p.vllm_version, case=cc.case.id if cc else SUMMARY,
+                    metric=m.metric if m else SUMMARY)
+
+
+def severity(m: Comparison) -> float:
+    """How far the metric moved, either way (|log ratio|; NaN last): worst first."""
+    return abs(math.log(m.ratio)) if m.ratio > 0 and math.isfinite(m.ratio) else -1.0
 
 
 def _diff(cmp: RunComparison, cc: CaseComparison, m: Comparison) -> str:
@@ -121,15 +153,17 @@ def _diff(cmp: RunComparison, cc: CaseComparison, m: Comparison) -> str:
     return f"{table}\n**{md_escape(m.metric)}**: {md_escape(m.reason)}\n"
 
 
-def issue_body(cmp: RunComparison, cc: CaseComparison, m: Comparison, links: RunLinks) -> str:
-    key = _key(cmp, cc, m)
+def issue_body(cmp: RunComparison, cc: CaseComparison, m: Comparison, links: RunLinks,
+               branch: str | None = None) -> str:
+    key = _key(cmp, cc, m, branch)
     p, b = cmp.run_provenance, cmp.baseline_provenance
     body = (
         f"{key.marker()}\n"
         f"A nightly perf run confirmed a regression of **{md_escape(m.metric)}** in case "
         f"**{md_escape(cc.case.id)}** of profile **{md_escape(key.profile)}** on "
-        f"`{md_escape(key.hardware)}` ({md_escape(cc.config_label)}).\n\n"
-        f"- run: vLLM {md_escape(p.vllm_version)} — {links.markdown()}\n"
+        f"{md_code(key.hardware)} ({md_escape(cc.config_label)}).\n\n"
+        f"- run: vLLM {md_escape(p.vllm_version)}, branch {md_escape(branch or '?')} — "
+        f"{links.markdown()}\n"
         f"- baseline: vLLM {md_escape(b.vllm_version)}, {md_escape(cmp.baseline_label or '?')}\n\n"
         f"{_diff(cmp, cc, m)}\n"
         "This issue is updated by every nightly run that still fails this check and closed "
@@ -139,8 +173,43 @@ def issue_body(cmp: RunComparison, cc: CaseComparison, m: Comparison, links: Run
     return body
 
 
-def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks) -> list[Action]:
-    """What to do with each regression and each open issue, in a stable order."""
+def summary_body(cmp: RunComparison, over: Sequence[tuple[CaseComparison, Comparison]],
+                 cap: int, links: RunLinks, branch: str | None) -> str:
+    """The one issue for the regressions past the cap: how many, of which metrics, and the
+    worst :data:`SUMMARY_TOP` by name."""
+    key = _key(cmp, None, None, branch)
+    by_metric: dict[str, int] = {}
+    for _, m in over:
+        by_metric[m.metric] = by_metric.get(m.metric, 0) + 1
+    counts = ", ".join(f"{md_escape(k)}: {n}" for k, n in sorted(
+        by_metric.items(), key=lambda kv: (-kv[1], kv[0])))
+    top = "".join(f"- **{md_escape(cc.case.id)} {md_escape(m.metric)}** "
+                  f"({m.ratio:.3f}×): {md_escape(m.reason)}\n" for cc, m in over[:SUMMARY_TOP])
+    left = len(over) - min(len(over), SUMMARY_TOP)
+    body = (f"{key.marker()}\n"
+            f"{len(over)} more confirmed regression{'s' if len(over) != 1 else ''} of profile "
+            f"**{md_escape(key.profile)}** on {md_code(key.hardware)} (vLLM "
+            f"{md_escape(key.vllm or '?')}, branch {md_escape(key.branch or '?')}) than the "
+            f"{cap} issue{'s' if cap != 1 else ''} a night `specperf issues` opens "
+            f"(SPECPERF_ISSUES_CAP / --cap) — {links.markdown()}.\n\n"
+            f"By metric: {counts}.\n\nWorst first:\n\n{top}"
+            + (f"\n_… and {left} more; every one is in the run's comparison (compare.md, "
+               "compare.json in the artifacts)._\n" if left else "")
+            + "\nUpdated by every nightly with regressions past the cap, closed by the first "
+              "with none.\n")
+    if len(body) > MAX_BODY:
+        body = body[:MAX_BODY] + "\n\n_… cut (size limit); the full list is in the artifacts._\n"
+    return body
+
+
+def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
+         branch: str | None = None, cap: int | None = None,
+         opened_before: Iterable[IssueKey] = ()) -> list[Action]:
+    """What to do with each regression and each open issue, in a stable order.
+
+    ``branch``: the run's branch (part of the key). ``cap``: at most this many new issues
+    (None: no cap), counting ``opened_before`` (those an earlier attempt at this same
+    comparison opened, from the state file); the rest go in one summary issue."""
     if cmp.refused:
         return [Action(kind="keep", key=i.key, number=i.number, title=i.title,
                        why="the comparison was refused: nothing was compared")
@@ -148,13 +217,23 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks) -> 
     by_key: dict[IssueKey, OpenIssue] = {}
     for issue in existing:
         by_key.setdefault(issue.key, issue)  # a duplicate (opened by hand) is left alone
+    earlier = set(opened_before)
+    budget = None if cap is None else max(0, cap - len(earlier))
     actions: list[Action] = []
     failing: set[IssueKey] = set()
-    for cc, m in cmp.regressions:
-        key = _key(cmp, cc, m)
-        failing.add(key)
-        body = issue_body(cmp, cc, m, links)
+    over: list[tuple[CaseComparison, Comparison]] = []
+    # Worst first, so that the cap leaves the smallest regressions to the summary.
+    for cc, m in sorted(cmp.regressions, key=lambda p: -severity(p[1])):
+        key = _key(cmp, cc, m, branch)
         found = by_key.get(key)
+        if found is None and key not in earlier:
+            if budget is not None and budget <= 0:
+                over.append((cc, m))
+                continue
+            if budget is not None:
+                budget -= 1
+        failing.add(key)
+        body = issue_body(cmp, cc, m, links, branch)
         if found is None:
             actions.append(Action(kind="open", key=key, title=key.title(), body=body,
                                   why="a confirmed regression with no open issue"))
@@ -164,14 +243,36 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks) -> 
                 comment=f"Still a regression in {links.markdown()}: {md_escape(m.metric)} "
                         f"{md_escape(m.reason)}",
                 why="still a confirmed regression"))
-    checks = {_key(cmp, cc, m): (cc, m) for cc, m in cmp.all()}
+    summary_key = _key(cmp, None, None, branch)
+    summary = by_key.get(summary_key)
+    if over:
+        failing.add(summary_key)
+        body = summary_body(cmp, over, cap or 0, links, branch)
+        why = f"{len(over)} confirmed regression(s) past the cap of {cap} new issues"
+        if summary is None:
+            actions.append(Action(kind="open", key=summary_key, title=summary_key.title(),
+                                  body=body, why=why))
+        else:
+            actions.append(Action(kind="update", key=summary_key, number=summary.number,
+                                  title=summary.title, body=body, why=why,
+                                  comment=f"Still {len(over)} regression(s) past the cap in "
+                                          f"{links.markdown()}."))
+    elif summary is not None:
+        failing.add(summary_key)
+        actions.append(Action(kind="close", key=summary_key, number=summary.number,
+                              title=summary.title,
+                              comment=f"No regression past the cap in {links.markdown()}. "
+                                      "Closed by `specperf issues`.",
+                              why="no regression past the cap this run"))
+    checks = {_key(cmp, cc, m, branch): (cc, m) for cc, m in cmp.all()}
     for issue in existing:
         if issue.key in failing or by_key.get(issue.key) is not issue:
             continue
         pair = checks.get(issue.key)
         if pair is None:
             actions.append(Action(kind="keep", key=issue.key, number=issue.number,
-                                  title=issue.title, why=_not_compared(cmp, issue.key)))
+                                  title=issue.title,
+                                  why=_not_compared(cmp, issue.key, branch)))
             continue
         cc, m = pair
         outcome = cc.outcome(m)
@@ -189,9 +290,15 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks) -> 
     return actions
 
 
-def _not_compared(cmp: RunComparison, key: IssueKey) -> str:
+def _not_compared(cmp: RunComparison, key: IssueKey, branch: str | None) -> str:
     p = cmp.run_provenance
     if (key.profile, key.hardware) != (p.profile_name, p.hardware_id):
         return (f"another profile or hardware ({key.profile} on {key.hardware}); this run is "
                 f"{p.profile_name} on {p.hardware_id}")
+    if key.branch is None and key.vllm is None:
+        return ("filed before the branch and vLLM version were in the key: this run "
+                "neither updates nor closes it (close it by hand once it is fixed)")
+    if (key.branch, key.vllm) != (branch, p.vllm_version):
+        return (f"another branch or vLLM (branch {key.branch}, vLLM {key.vllm}); this run "
+                f"is branch {branch}, vLLM {p.vllm_version}")
     return f"this run did not compare {key.case} {key.metric} (not measured or not selected)"

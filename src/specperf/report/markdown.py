@@ -30,6 +30,7 @@ from specperf.report.console import (
     spread_text,
     time_lines,
 )
+from specperf.report.escape import md_code, md_escape
 from specperf.report.scenarios import scenario_markdown
 from specperf.schemas import CaseResult, GateCheck, Provenance, RunResult
 from specperf.store.files import atomic_write_text
@@ -62,25 +63,13 @@ OUTCOME_MD = {"fail": "❌ **fail**", "pass": "✅ pass", "skip": "⏭️ skip",
               "inconclusive": "❔ **inconclusive**", "busy": "⏸️ **not measured: busy**"}
 ARROW = {Direction.LOWER_IS_BETTER: "↓", Direction.HIGHER_IS_BETTER: "↑"}
 
-# Inline markup only: table cells and "> **Note:** …" paragraphs never start a block, so
-# '#', '-', '+', '.' need no escape. '$' is GitHub's inline maths.
-_ESCAPED = set("\\`*_[]<>|~$")
-
-
-_ESCAPE_TABLE = str.maketrans({**{ch: "\\" + ch for ch in _ESCAPED}, "\r": "", "\n": " "})
-
-
-def md_escape(text: object) -> str:
-    """Text for a GFM table cell or paragraph: markup characters backslash-escaped, pipes
-    too (they would split a cell), newlines folded."""
-    return str(text).translate(_ESCAPE_TABLE)
-
 
 def artifact_pointer(run_dir: str | None) -> str:
     """Where the untruncated report is: the run directory, and the workflow run on GitHub."""
     parts = []
     if run_dir:
-        parts.append(f"`{Path(run_dir) / 'report.html'}` and `{Path(run_dir) / 'run.json'}`")
+        parts.append(f"{md_code(Path(run_dir) / 'report.html')} and "
+                     f"{md_code(Path(run_dir) / 'run.json')}")
     env = settings.current()
     server, repo, run_id = env.github_server_url, env.github_repository, env.github_run_id
     if server and repo and run_id:
@@ -149,7 +138,8 @@ def comparison_markdown(cmp: RunComparison, *, verbose: bool = False,
     pointer = pointer or artifact_pointer(None)
     out = [f"{heading} Comparison against the baseline\n"]
     if cmp.baseline_label or cmp.run_label:
-        out.append(f"Run `{cmp.run_label or '?'}` against baseline `{cmp.baseline_label or '?'}`"
+        out.append(f"Run {md_code(cmp.run_label or '?')} against baseline "
+                   f"{md_code(cmp.baseline_label or '?')}"
                    "\n")
     out.append(f"- run: {_prov(cmp.run_provenance)}\n"
                f"- baseline: {_prov(cmp.baseline_provenance)}\n")
@@ -264,15 +254,15 @@ def run_markdown(run: RunResult, *, row_limit: int | None = None, pointer: str |
                                 md_table(CHECK_HEADERS, rest, _check_row, row_limit, pointer)))
     for s in run.servers:
         if s.error:
-            out.append(f"> **Server `{md_escape(s.config_id)}` failed:** {md_escape(s.error)} "
-                       f"(log `{md_escape(s.log_path)}`)\n")
+            out.append(f"> **Server {md_code(s.config_id)} failed:** {md_escape(s.error)} "
+                       f"(log {md_code(s.log_path)})\n")
     if run.baseline_note:
         out.append(f"_{md_escape(run.baseline_note)}_\n")
     for r in run.cases:
         if r.retry is not None:
-            out.append(f"- retried `{md_escape(r.case.id)}`: {md_escape(r.retry.summary_line())}\n")
+            out.append(f"- retried {md_code(r.case.id)}: {md_escape(r.retry.summary_line())}\n")
         if r.confirmation is not None:
-            out.append(f"- `{md_escape(r.case.id)}`: "
+            out.append(f"- {md_code(r.case.id)}: "
                        f"{md_escape(r.confirmation.summary_line())}\n")
     outside = [f"{md_escape(r.case.id)}: {md_escape(line)}" for r in run.cases
                if (line := outside_load.case_sentence(r, run.paired_nospec))]
@@ -357,7 +347,7 @@ def _document(run: RunResult, comparison: RunComparison | None, *, row_limit: in
         status = f"❔ {undecided} check{'s' if undecided != 1 else ''} inconclusive (not a failure)"
     else:
         status = "✅ no regression" if comparison is not None else "✅ all gate checks passed"
-    parts = [f"## specperf · {run.provenance.profile_name} · {status}\n",
+    parts = [f"## specperf · {md_escape(run.provenance.profile_name)} · {status}\n",
              f"{_prov(run.provenance)} · {len(run.cases)} cases\n"]
     if comparison is not None:
         parts.append(comparison_markdown(comparison, verbose=verbose, row_limit=row_limit,
@@ -386,7 +376,7 @@ def render_markdown(run: RunResult, comparison: RunComparison | None = None, *,
         if len(text.encode("utf-8")) <= max_bytes:
             return text
     # Even 5 rows a table is too much (huge notes or messages): say where to look.
-    short = (f"## specperf · {run.provenance.profile_name}\n\n{_prov(run.provenance)}\n\n"
+    short = (f"## specperf · {md_escape(run.provenance.profile_name)}\n\n{_prov(run.provenance)}\n\n"
              f"The report is too large for this page; see {pointer}.\n")
     if comparison is not None:
         short += f"\n**{md_escape(comparison.summary_line())}**\n"

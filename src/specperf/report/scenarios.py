@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 
 from specperf.analysis.scenarios import SEGMENT_WORD, prefix_counts
+from specperf.report.escape import md_escape
 from specperf.schemas import CaseResult, RunResult, ScenarioResult
 
 __all__ = ["SCENARIO_HEADERS", "scenario_markdown", "scenario_rows", "scenario_tables",
@@ -104,13 +105,15 @@ def scenario_text(run: RunResult) -> list[str]:
 
 
 def scenario_markdown(run: RunResult, heading: str = "###") -> str:
-    """A section per scenario (empty without scenarios)."""
+    """A section per scenario (empty without scenarios). Every cell and title is escaped
+    (specperf.report.escape): case ids, segment and category names come from the profile
+    and the dataset."""
     out = []
     for s in run.scenarios:
         title, headers, body = scenario_tables(s)
-        out.append(f"{heading} {title}\n")
-        out.append("| " + " | ".join(headers) + " |")
+        out.append(f"{heading} {md_escape(title)}\n")
+        out.append("| " + " | ".join(md_escape(h) for h in headers) + " |")
         out.append("|" + "---|" * len(headers))
-        out += ["| " + " | ".join(row) + " |" for row in body]
+        out += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in body]
         out.append("")
     return "\n".join(out)

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from specperf.cli import main
+from specperf.config.exits import Exit
 from tests.support import NIGHTLIES, NightlyAPI
 
 
@@ -45,6 +47,36 @@ def test_fetch_nightlies_refused_by_github_exits_8(tmp_path: Path,
         api.close()
     err = capsys.readouterr().err
     assert "no $GITHUB_TOKEN" in err and "HTTP 403" in err and "actions: read" in err
+
+
+def test_fetch_nightlies_names_the_runs_it_refused(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A trusted nightly kept; a fork's run and a branch's dispatch refused, each named with
+    its reason on stderr and in DIR/nightlies.json; still exit 0 (nothing failed)."""
+    api = NightlyAPI(tmp_path)
+    try:
+        trusted = api.add(NIGHTLIES[0])
+        fork = api.add(NIGHTLIES[1], head_repository="mallory/specperf")
+        branch = api.add(NIGHTLIES[2], event="workflow_dispatch", head_branch="experiment")
+        monkeypatch.setenv("GITHUB_API_URL", api.url)
+        monkeypatch.setenv("GITHUB_TOKEN", "ghs_readonly")
+        kept = tmp_path / "kept"
+        assert main(["fetch-nightlies", str(kept), "--repo", api.REPO]) == Exit.OK
+    finally:
+        api.close()
+    out, err = capsys.readouterr()
+    assert f"refused run {fork} (https://github.com/{api.REPO}/actions/runs/{fork}), not a " \
+           "trusted nightly: head repository 'mallory/specperf', not octo-org/specperf" in err
+    assert f"refused run {branch} " in err and "branch 'experiment', not the default " \
+           "branch main" in err
+    assert f"nightly-1-{trusted}" in out and "1 nightly run file(s)" in out
+    assert "2 run(s) refused" in out
+    record = json.loads((kept / "nightlies.json").read_text())
+    assert record["kind"] == "specperf-nightlies" and record["default_branch"] == "main"
+    assert [r["run_id"] for r in record["kept"]] == [trusted]
+    assert record["kept"][0]["path"] == f"nightly-1-{trusted}/run.json"
+    assert {r["run_id"]: len(r["reasons"]) for r in record["refused"]} == {fork: 1, branch: 1}
 
 
 def test_compare_needs_a_baseline_or_kept_runs(capsys: pytest.CaptureFixture[str]) -> None:

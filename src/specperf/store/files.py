@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, RootModel, ValidationError
 
+from specperf.config.boundaries import SLUG, SLUG_MAX
 from specperf.schemas import MIN_SCHEMA_VERSION, SCHEMA_VERSION, Baseline, RunResult
 
 
@@ -118,6 +119,42 @@ def one_line(message: str) -> str:
     return out
 
 
+#: The provenance fields that become part of a path, and which: the baseline's directory
+#: and file (``baselines/<profile_name>/<hardware_id>.json``) and its history entries
+#: (``history/<hardware_id>/<date>-<git_commit>.json``).
+PATH_FIELDS = {
+    "profile_name": "the baseline's directory, baselines/<profile>/",
+    "hardware_id": "the baseline's file name, <hardware-id>.json",
+    "git_commit": "its history entries' names, <date>-<commit>.json",
+}
+
+
+def safe_name(value: str, *, source: Path | str, field: str, becomes: str) -> str:
+    """``value`` when it can be one component of a file name (a slug, as profile names
+    are: lower-case letters, digits, ``.``, ``_``, ``-``, starting with a letter or
+    digit); else :class:`BaselineError` naming ``source``, the field and the fix. A
+    string read from a file never walks out of the directory it names a file in
+    (``/../../../`` as a commit would write ``baselines/<profile>/.json``)."""
+    if len(value) <= SLUG_MAX and SLUG.match(value):
+        return value
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    raise BaselineError(
+        f"{source}: field `{field}` is {shown!r}, which cannot name a file ({becomes}) — "
+        "not a file specperf wrote: it writes lower-case letters, digits, '.', '_' and '-', "
+        f"starting with a letter or digit, at most {SLUG_MAX} characters; restore the file "
+        "from version control (git checkout -- FILE)")
+
+
+def _check_path_fields(result: BaseModel, path: Path) -> None:
+    """Every provenance string that becomes part of a path, checked on reading (every run
+    and baseline file is read here before it is compared, pooled, merged or promoted)."""
+    provenance = getattr(getattr(result, "root", result), "provenance", None)
+    for name, becomes in PATH_FIELDS.items():
+        value = getattr(provenance, name, None)
+        if isinstance(value, str):
+            safe_name(value, source=path, field=f"provenance.{name}", becomes=becomes)
+
+
 def read_model(path: Path, model: type[BaseModel], what: str) -> BaseModel:
     """Read a JSON file into a model; errors name the file and the field."""
     try:
@@ -127,13 +164,15 @@ def read_model(path: Path, model: type[BaseModel], what: str) -> BaseModel:
     data = _parse(_decode(raw, path), path)
     check_schema_version(data, path)
     try:
-        return model.model_validate(data)
+        result = model.model_validate(data)
     except ValidationError as exc:
         raise BaselineError(_describe(exc, path, what)) from None
     except RecursionError:  # nesting json.loads took but validation did not
         raise BaselineError(
             f"{path}: JSON nested deeper than the reader allows — not a specperf {what} file"
         ) from None
+    _check_path_fields(result, path)
+    return result
 
 
 def _read_umask() -> int:

@@ -205,6 +205,14 @@ FILE_ROWS = [
     Row("schema-bool", compare_bad_run(value("schema_version", True, top), "schema_version")),
     Row("duplicate-case-run", compare_bad_run(dup_case("run"), "cases", "listed twice")),
     Row("unknown-kind", compare_bad_run(value("kind", "specperf-runs", top), "kind")),
+    # a provenance string that becomes part of a path (history entry, baseline file)
+    Row("commit-a-path", compare_bad_run(value("git_commit", "/../../../",
+                                               lambda data: data["provenance"]),
+                                         "provenance.git_commit", "cannot name a file")),
+    Row("baseline-hardware-a-path", lambda d: (
+        ["compare", str(good(d)), str(value("hardware_id", "../../x",
+                                            lambda data: data["provenance"], "baseline")(d))],
+        ["bad.json", "provenance.hardware_id", "cannot name a file"])),
     # the baseline side, and the other commands
     Row("baseline-dup-case", lambda d: (
         ["compare", str(good(d)), str(dup_case("baseline")(d))], ["bad.json", "listed twice"])),

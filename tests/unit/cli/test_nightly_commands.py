@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from specperf.cli import main
+from specperf.config.exits import Exit
 from tests.support import NIGHTLIES, NightlyAPI
 
 
@@ -47,6 +49,36 @@ def test_fetch_nightlies_refused_by_github_exits_8(tmp_path: Path,
     assert "no $GITHUB_TOKEN" in err and "HTTP 403" in err and "actions: read" in err
 
 
+def test_fetch_nightlies_names_the_runs_it_refused(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A trusted nightly kept; a fork's run and a branch's dispatch refused, each named with
+    its reason on stderr and in DIR/nightlies.json; still exit 0 (nothing failed)."""
+    api = NightlyAPI(tmp_path)
+    try:
+        trusted = api.add(NIGHTLIES[0])
+        fork = api.add(NIGHTLIES[1], head_repository="mallory/specperf")
+        branch = api.add(NIGHTLIES[2], event="workflow_dispatch", head_branch="experiment")
+        monkeypatch.setenv("GITHUB_API_URL", api.url)
+        monkeypatch.setenv("GITHUB_TOKEN", "ghs_readonly")
+        kept = tmp_path / "kept"
+        assert main(["fetch-nightlies", str(kept), "--repo", api.REPO]) == Exit.OK
+    finally:
+        api.close()
+    out, err = capsys.readouterr()
+    assert f"refused run {fork} (https://github.com/{api.REPO}/actions/runs/{fork}), not a " \
+           "trusted nightly: head repository 'mallory/specperf', not octo-org/specperf" in err
+    assert f"refused run {branch} " in err and "branch 'experiment', not the default " \
+           "branch main" in err
+    assert f"nightly-1-{trusted}" in out and "1 nightly run file(s)" in out
+    assert "2 run(s) refused" in out
+    record = json.loads((kept / "nightlies.json").read_text())
+    assert record["kind"] == "specperf-nightlies" and record["default_branch"] == "main"
+    assert [r["run_id"] for r in record["kept"]] == [trusted]
+    assert record["kept"][0]["path"] == f"nightly-1-{trusted}/run.json"
+    assert {r["run_id"]: len(r["reasons"]) for r in record["refused"]} == {fork: 1, branch: 1}
+
+
 def test_compare_needs_a_baseline_or_kept_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(NIGHTLIES[1])]) == 2
     assert "give a BASELINE file, or --kept-runs DIR" in capsys.readouterr().err
@@ -74,3 +106,28 @@ def test_promote_bad_runs_option(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["promote", str(tmp_path), "--profile", "cpu-ci", "--hardware",
                  "cpu-amd-epyc-2c", "--runs", "1"]) == 2
     assert "--runs 1: give 2 or more" in capsys.readouterr().err
+
+
+def test_promote_never_writes_where_a_run_files_commit_points(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kept run whose git_commit is ``/../../../`` (it names the history entry) is skipped
+    naming the file and the field; what is promoted is written under names of its own."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for n in (1, 2):
+        shutil.copy(NIGHTLIES[n], kept / f"night-{n}.json")
+    # The newest, and agreeing with the others (night 3's measurements a day later).
+    forged = json.loads(NIGHTLIES[2].read_text(encoding="utf-8"))
+    forged["provenance"].update(git_commit="/../../../", date="2026-11-26T01:17:00Z")
+    (kept / "forged.json").write_text(json.dumps(forged), encoding="utf-8")
+    baselines = tmp_path / "baselines"
+    code = main(["promote", str(kept), "--profile", "cpu-ci", "--hardware", "cpu-amd-epyc-2c",
+                 "--runs", "2", "--baselines", str(baselines)])
+    err = capsys.readouterr().err
+    assert not (baselines / "cpu-ci" / ".json").exists()
+    assert code == Exit.OK, err
+    assert f"skipped a kept run: {kept / 'forged.json'}: field `provenance.git_commit` is " \
+           "'/../../../', which cannot name a file" in err
+    written = sorted(p.relative_to(baselines).as_posix() for p in baselines.rglob("*.json"))
+    assert [w for w in written if "history" not in w] == ["cpu-ci/cpu-amd-epyc-2c.json"]
+    assert all(w.endswith("-f8c52a2a4b.json") for w in written if "history" in w), written

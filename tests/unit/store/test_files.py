@@ -13,7 +13,7 @@ import pytest
 
 from specperf.schemas import Baseline, RunResult
 from specperf.store import baselines as store
-from specperf.store.files import BaselineError, load_result
+from specperf.store.files import BaselineError, load_result, safe_name
 from tests.support import CPU_TINY_RUN, make_baseline
 
 
@@ -93,3 +93,31 @@ def test_every_unreadable_file_is_a_baseline_error(tmp_path: Path, content: byte
     with pytest.raises(BaselineError) as err:
         load_result(path)
     assert str(path) in str(err.value) and expect in str(err.value)
+
+
+#: Strings a hand-made or forged run file can hold where a name goes: each would put a file
+#: outside its directory, hide it, or name no file at all.
+NOT_NAMES = ["/../../../", "..", "../x", "a/b", "a\\b", "", ".hidden", "x\x00y", "-rf",
+             "Main", "a" * 101, "caf\u00e9"]
+
+
+@pytest.mark.parametrize("field", ["git_commit", "hardware_id", "profile_name"])
+@pytest.mark.parametrize("bad", NOT_NAMES)
+def test_a_provenance_string_that_becomes_a_path_must_be_a_name(
+        field: str, bad: str, tmp_path: Path) -> None:
+    data = json.loads(CPU_TINY_RUN.read_text(encoding="utf-8"))
+    data["provenance"][field] = bad
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError) as err:
+        load_result(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: field `provenance.{field}` is ")
+    assert "cannot name a file" in message and "git checkout -- FILE" in message
+    assert "\n" not in message
+
+
+def test_the_names_specperf_writes_are_names() -> None:
+    for name in ("f8c52a2a4b22743008ba5351c4ec1d13eb1287d1", "gpu-nvidia-a100-sxm4-80gb-x1",
+                 "cpu-amd-epyc-2c", "a100-qwen3-32b", "cpu-ci", "nocommit", "h100_x.2"):
+        assert safe_name(name, source="f", field="x", becomes="y") == name

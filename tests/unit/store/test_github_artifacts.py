@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from specperf.store.github_artifacts import GitHubError, fetch_nightlies
+from specperf.store.github_artifacts import (
+    Fetched,
+    GitHubError,
+    Nightlies,
+    fetch_nightlies,
+)
 from specperf.store.kept_runs import read_kept_runs
 from tests.support import NIGHTLIES, NightlyAPI, load_run
 
@@ -21,10 +26,16 @@ def api(tmp_path: Path) -> Iterator[NightlyAPI]:
     server.close()
 
 
-def _fetch(api: NightlyAPI, out: Path, **kw: object) -> list:
+def _found(api: NightlyAPI, out: Path, workflow: str = "nightly-perf.yml",
+           **kw: object) -> Nightlies:
     args: dict[str, object] = dict(token="ghs_readonly", limit=10, api_url=api.url)
     args.update(kw)
-    return fetch_nightlies(api.REPO, "nightly-perf.yml", "perf-merged", out, **args)  # type: ignore[arg-type]
+    return fetch_nightlies(api.REPO, workflow, "perf-merged", out, **args)  # type: ignore[arg-type]
+
+
+def _fetch(api: NightlyAPI, out: Path, **kw: object) -> list[Fetched]:
+    """The kept run files only (the trusted nightlies)."""
+    return _found(api, out, **kw).kept
 
 
 def test_fetches_the_successful_nightlies_newest_first(api: NightlyAPI, tmp_path: Path) -> None:
@@ -40,7 +51,7 @@ def test_fetches_the_successful_nightlies_newest_first(api: NightlyAPI, tmp_path
         assert meta["run_id"] == f.run_id and meta["html_url"].endswith(str(f.run_id))
     # Only run.json is taken from the artifact: the comparison and report are not.
     assert sorted(p.name for p in out.rglob("*")) == sorted(
-        ["nightly.json", "run.json"] * 3 + [f.path.parent.name for f in got])
+        ["nightly.json", "run.json"] * 3 + [f.path.parent.name for f in got] + ["nightlies.json"])
     # What the kept-run reader makes of the directory: the three runs, oldest first.
     dates = [k.result.provenance.date for k in read_kept_runs(out)]
     assert dates == [load_run(p).provenance.date for p in NIGHTLIES[:3]]
@@ -110,3 +121,120 @@ def test_an_artifact_without_run_json_is_an_error(api: NightlyAPI, tmp_path: Pat
     with pytest.raises(GitHubError, match="no top-level run.json"):
         _fetch(api, tmp_path / "kept")
     assert not (tmp_path / "run.json").exists()
+
+
+#: A forged nightly (what the workflow run says of itself, as the API answers it) and the
+#: reason it is refused for. Each is a successful run of nightly-perf.yml uploading a
+#: valid run file of the same profile and hardware: only its origin differs.
+FORGED = [
+    pytest.param(dict(event="pull_request"),
+                 "event 'pull_request', not schedule or workflow_dispatch on main",
+                 id="pull-request"),
+    pytest.param(dict(event="push"),
+                 "event 'push', not schedule or workflow_dispatch on main", id="push"),
+    pytest.param(dict(event="workflow_dispatch", head_branch="experiment"),
+                 "branch 'experiment', not the default branch main", id="dispatch-on-a-branch"),
+    pytest.param(dict(head_repository="mallory/specperf"),
+                 "head repository 'mallory/specperf', not octo-org/specperf (a fork",
+                 id="fork"),
+    pytest.param(dict(path=".github/workflows/forged.yml"),
+                 "workflow '.github/workflows/forged.yml', not .github/workflows/nightly-perf.yml",
+                 id="other-workflow-file"),
+    pytest.param(dict(head_sha="0" * 40),
+                 "its run.json's provenance.git_commit 'f8c52a2a4b22743008ba5351c4ec1d13eb1287d1' "
+                 f"is not the run's head_sha '{'0' * 40}'", id="mismatched-commit"),
+]
+
+
+@pytest.mark.parametrize("forged, reason", FORGED)
+def test_a_forged_nightly_is_refused_with_its_reason(api: NightlyAPI, tmp_path: Path,
+                                                     forged: dict[str, str], reason: str) -> None:
+    trusted = api.add(NIGHTLIES[0])
+    bad = api.add(NIGHTLIES[1], **forged)
+    out = tmp_path / "kept"
+    found = _found(api, out)
+    assert [f.run_id for f in found.kept] == [trusted]
+    assert [r.run_id for r in found.refused] == [bad] and not found.skipped
+    (said,) = found.refused[0].reasons
+    assert said.startswith(reason), said
+    assert str(found.refused[0]).startswith(f"run {bad}: ")
+    # Nothing of it is in the directory: the kept-run reader sees the trusted one only.
+    assert not any(str(bad) in p.name for p in out.rglob("*"))
+    assert [k.result.provenance.date for k in read_kept_runs(out)] == [
+        load_run(NIGHTLIES[0]).provenance.date]
+    if "head_sha" not in forged:  # refused on the API's word: its artifact never downloaded
+        assert not any(p.startswith(f"/storage/{bad}") for p, _ in api.requests)
+    record = json.loads((out / "nightlies.json").read_text())
+    assert [r["run_id"] for r in record["kept"]] == [trusted]
+    assert record["refused"] == [{"run_id": bad, "run_number": 2,
+                                  "html_url": found.refused[0].html_url,
+                                  "reasons": list(found.refused[0].reasons)}]
+
+
+def test_a_dispatch_on_the_default_branch_is_kept(api: NightlyAPI, tmp_path: Path) -> None:
+    scheduled = api.add(NIGHTLIES[0])
+    by_hand = api.add(NIGHTLIES[1], event="workflow_dispatch")
+    found = _found(api, tmp_path / "kept")
+    assert [f.run_id for f in found.kept] == [by_hand, scheduled] and not found.refused
+
+
+def test_every_failed_check_is_named(api: NightlyAPI, tmp_path: Path) -> None:
+    """A fork's pull request that adds a trigger to a copy of the workflow: four reasons."""
+    bad = api.add(NIGHTLIES[0], event="pull_request", head_branch="patch-1",
+                  head_repository="mallory/specperf", path=".github/workflows/perf.yml")
+    found = _found(api, tmp_path / "kept")
+    assert not found.kept
+    (refused,) = found.refused
+    assert refused.run_id == bad and len(refused.reasons) == 4
+    assert [r.split(" ")[0] for r in refused.reasons] == ["event", "branch", "head", "workflow"]
+
+
+def test_the_apis_text_is_quoted_in_a_reason(api: NightlyAPI, tmp_path: Path) -> None:
+    """A branch name is anyone's text and reaches CI logs: shown as a quoted literal, on
+    one line, bounded — never a line of its own (``::`` would be a workflow command)."""
+    api.add(NIGHTLIES[0], event="workflow_dispatch", head_branch="x\n::error::" + "y" * 200)
+    (refused,) = _found(api, tmp_path / "kept").refused
+    (reason,) = refused.reasons
+    assert "\n" not in reason and "'x\\n::error::" in reason and len(reason) < 160
+
+
+def test_a_refused_runs_earlier_copy_is_removed(api: NightlyAPI, tmp_path: Path) -> None:
+    """A directory kept between fetches (a self-hosted runner's, or one filled before runs
+    were checked) loses the copies of runs now refused: its reader would pool them."""
+    out = tmp_path / "kept"
+    forged = api.add(NIGHTLIES[0], event="pull_request")
+    wrong_commit = api.add(NIGHTLIES[1])
+    trusted = api.add(NIGHTLIES[2])
+    for number, run_id, night in ((1, forged, 0), (2, wrong_commit, 1)):
+        earlier = out / f"nightly-{number}-{run_id}"
+        earlier.mkdir(parents=True)
+        text = NIGHTLIES[night].read_text(encoding="utf-8")
+        if run_id == wrong_commit:  # a copy that is not what the run checked out
+            text = text.replace("f8c52a2a4b22743008ba5351c4ec1d13eb1287d1", "1" * 40)
+        (earlier / "run.json").write_text(text, encoding="utf-8")
+        (earlier / "nightly.json").write_text("{}")
+    found = _found(api, out)
+    assert [f.run_id for f in found.kept] == [trusted]
+    assert sorted(r.run_id for r in found.refused) == [forged, wrong_commit]
+    assert "1111111111" in next(r for r in found.refused if r.run_id == wrong_commit).reasons[0]
+    assert [k.label for k in read_kept_runs(out)] == [str(found.kept[0].path)]
+
+
+def test_a_run_file_without_a_commit_is_refused(api: NightlyAPI, tmp_path: Path) -> None:
+    data = json.loads(NIGHTLIES[0].read_text(encoding="utf-8"))
+    data["provenance"].pop("git_commit")
+    night = tmp_path / "no-commit.json"
+    night.write_text(json.dumps(data), encoding="utf-8")
+    api.add(night)
+    (refused,) = _found(api, tmp_path / "kept").refused
+    assert refused.reasons == ("its run.json's provenance.git_commit is None, not the run's "
+                               "head_sha 'f8c52a2a4b22743008ba5351c4ec1d13eb1287d1'",)
+
+
+def test_a_workflow_given_by_id_is_checked_by_its_file(api: NightlyAPI, tmp_path: Path) -> None:
+    trusted = api.add(NIGHTLIES[0])
+    other = api.add(NIGHTLIES[1], path=".github/workflows/forged.yml")
+    found = _found(api, tmp_path / "kept", workflow="159038")
+    assert [f.run_id for f in found.kept] == [trusted]
+    assert [r.run_id for r in found.refused] == [other]
+    assert any(p == f"/repos/{api.REPO}/actions/workflows/159038" for p, _ in api.requests)

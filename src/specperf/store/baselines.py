@@ -100,8 +100,36 @@ def _write(path: Path, baseline: Baseline, measured: Baseline, keep: int) -> Non
     """
     file_in_history(path, measured)
     atomic_write_text(path, render(baseline))
-    for old in sorted(history_dir(path).glob("*.json"))[:-keep]:
+    _prune(path, baseline, keep)
+
+
+def _prune(path: Path, baseline: Baseline, keep: int) -> None:
+    """Drop history entries beyond the newest ``keep``, except one holding the only kept
+    copy of a case the baseline still carries (one a `-k` update kept): pooling needs it
+    once the case is measured again."""
+    entries = sorted(history_dir(path).glob("*.json"))
+    if len(entries) <= keep:
+        return
+    orphans = {c.case: c for c in baseline.cases}
+    for entry in entries[-keep:]:
+        for c in _cases(entry):
+            if orphans.get(c.case) == c:
+                del orphans[c.case]
+    for old in entries[:-keep]:
+        held = [c for c in _cases(old) if orphans.get(c.case) == c]
+        if held:
+            for c in held:
+                del orphans[c.case]
+            continue
         old.unlink(missing_ok=True)
+
+
+def _cases(entry: Path) -> list[CaseResult]:
+    try:
+        kept = load_baseline(entry)
+    except BaselineError:  # a bad entry holds nothing worth keeping
+        return []
+    return kept.cases if kept is not None else []
 
 
 def render(baseline: Baseline) -> str:

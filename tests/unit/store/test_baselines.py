@@ -308,3 +308,18 @@ def test_two_concurrent_update_processes_lose_nothing(tmp_path: Path) -> None:
     assert len(hist) == 1 + 2 * n
     assert sorted(c.case.id for h in hist[1:] for c in h.cases) == sorted(want - {
         c.case.id for c in base.cases})
+
+
+def test_pruning_keeps_the_entry_of_a_case_the_baseline_still_carries(tmp_path: Path) -> None:
+    """keep=2 and three `-k nospec` updates: the first run's entry is past the bound but
+    holds the draft case the baseline still carries — its one kept copy stays."""
+    old = make_baseline()
+    path = tmp_path / "cpu-ci" / "hw.json"
+    store.write_baseline(path, old, keep=2)
+    for day in (1, 2, 3):
+        again = make_case("nospec", spec=False, tpot_s=0.02 + day / 1000)
+        store.update_baseline(path, make_run([again], provenance=_later(old, day)), keep=2)
+    hist = store.load_history(path)
+    assert [h.provenance.date for h in hist] == [old.provenance.date, *(
+        _later(old, d).date for d in (2, 3))]
+    assert hist[0].case(old.cases[1].case) == old.cases[1]

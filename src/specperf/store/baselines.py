@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from specperf.schemas import Baseline, CaseResult, RunResult
+from specperf.schemas import Baseline, Case, CaseResult, RunResult
 from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model
 
 try:  # POSIX; vLLM and the runners are Linux
@@ -206,7 +206,7 @@ def merged_baseline(current: Baseline | None, run: RunResult, where: Path | None
         or not _same_prompts(old, run)
     ):
         old = None
-    cases: dict[object, CaseResult] = {c.case: c for c in (old.cases if old else [])}
+    cases: dict[Case, CaseResult] = {c.case: c for c in (old.cases if old else [])}
     measured = {c.case for c in run.cases}
     carried = [c for k, c in cases.items() if k not in measured]
     if old is not None and carried and old.provenance.vllm_version != run.provenance.vllm_version:

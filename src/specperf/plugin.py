@@ -651,8 +651,9 @@ class PerfRun:
                     new = update_baseline(ctx.path, run, say=ps.say)
                 except BaselineError as exc:  # refused, or the file went bad: nothing written
                     ps.say(f"specperf: baseline NOT updated: {one_line(str(exc))}")
-                    # Bad input, numbered as the plugin's other bad input (UsageError) is.
-                    session.exitstatus = pytest.ExitCode.USAGE_ERROR
+                    # Bad input (2); its legacy number 4 with SPECPERF_LEGACY_EXIT_CODES=1.
+                    session.exitstatus = (pytest.ExitCode.USAGE_ERROR
+                                          if settings.legacy_exit_codes() else int(Exit.BAD_INPUT))
                     return
                 except OSError as exc:  # every write is atomic: the old baseline is whole
                     ps.say(f"specperf: baseline NOT updated: {_os_error(exc, ctx.path)} ({ctx.path} is "

@@ -57,8 +57,8 @@ from specperf.report import render_advice, write_all
 from specperf.report.progress import MODES as PROGRESS_MODES
 from specperf.report.progress import RunProgress, make_progress
 from specperf.schemas import Case, CaseResult, GateCheck, RunResult
-from specperf.store.baselines import write_baseline
-from specperf.store.files import BaselineError, atomic_write_text
+from specperf.store.baselines import update_baseline
+from specperf.store.files import BaselineError, atomic_write_text, one_line
 from specperf.store.provenance import gpu_present
 
 __all__ = ["PerfRun", "benchmark_extra_info", "engine_errors", "no_cases_reason",
@@ -645,9 +645,16 @@ class PerfRun:
             elif not run.cases:
                 ps.say("specperf: nothing was measured — baseline NOT updated")
             else:
-                new = ps.updated_baseline(run)
                 try:
-                    write_baseline(ctx.path, new)
+                    # Re-read and merged under the baseline's lock: another update since
+                    # this run loaded it is kept, not overwritten.
+                    new = update_baseline(ctx.path, run, say=ps.say)
+                except BaselineError as exc:  # refused, or the file went bad: nothing written
+                    ps.say(f"specperf: baseline NOT updated: {one_line(str(exc))}")
+                    # Bad input (2); its legacy number 4 with SPECPERF_LEGACY_EXIT_CODES=1.
+                    session.exitstatus = (pytest.ExitCode.USAGE_ERROR
+                                          if settings.legacy_exit_codes() else int(Exit.BAD_INPUT))
+                    return
                 except OSError as exc:  # every write is atomic: the old baseline is whole
                     ps.say(f"specperf: baseline NOT updated: {_os_error(exc, ctx.path)} ({ctx.path} is "
                            "unchanged)")

@@ -495,7 +495,7 @@ def _kept_twins(base: CaseResult, rates: Sequence[float], baseline: RunResult | 
         case = kept.case(base.case)
         twin = kept.pinned_acceptance.get(base.case.id)
         kept_rates = kept.pinned_rates.get(base.case.config_id)
-        if (case is None or twin is None or kept_rates is None
+        if (case is None or twin is None or kept_rates is None or (case, twin) in out
                 or case.config_hash != base.config_hash or not same_pin(kept_rates, rates)):
             continue
         out.append((case, twin))

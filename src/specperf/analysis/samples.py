@@ -90,26 +90,38 @@ def _same_prompts(a: Provenance, b: Provenance) -> bool:
 def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,
                  history: Sequence[RunResult | Baseline]) -> list[CaseResult]:
     """The case in the :func:`kept_runs` whose server config is the baseline case's;
-    newest first."""
-    out = []
+    newest first. Each measurement once: a case a `-k` update carried over into the
+    baseline is also in the kept run that measured it (and, in histories written before
+    updates filed only what they measured, in later entries too); counted again it would
+    look like a second server start that agreed exactly, and shrink the between-run
+    spread."""
+    out: list[CaseResult] = []
     for kept in kept_runs(baseline, history):
         case = next((c for c in kept.cases if c.case == base.case), None)
         if (case is None or case.config_hash != base.config_hash or case.method != base.method
-                or case.num_speculative_tokens != base.num_speculative_tokens):
+                or case.num_speculative_tokens != base.num_speculative_tokens
+                or _seen(case, base, out)):
             continue
         out.append(case)
     return out
+
+
+def _seen(case: CaseResult, base: CaseResult, taken: Sequence[CaseResult]) -> bool:
+    """Whether ``case`` is the measurement ``base`` or one already in ``taken`` (the same
+    trials: two measurements never share their samples and start times)."""
+    return case == base or any(case == t for t in taken)
 
 
 def earlier_pairs(base: CaseResult, baseline: RunResult | Baseline,
                   history: Sequence[RunResult | Baseline]) -> list[tuple[CaseResult, CaseResult]]:
     """The case and its paired no-spec trials in the :func:`kept_runs` that kept them
     (same server config as the baseline case); newest first."""
-    out = []
+    out: list[tuple[CaseResult, CaseResult]] = []
     for kept in kept_runs(baseline, history):
         case = next((c for c in kept.cases if c.case == base.case), None)
         paired = kept.paired_nospec.get(base.case.id)
-        if case is None or paired is None or case.config_hash != base.config_hash:
+        if (case is None or paired is None or case.config_hash != base.config_hash
+                or _seen(case, base, [c for c, _ in out])):
             continue
         out.append((case, paired))
     return out

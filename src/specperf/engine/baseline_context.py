@@ -179,26 +179,7 @@ class BaselineContext:
         return base.acceptance.rate if base is not None and base.acceptance else None
 
     def updated_baseline(self, run: RunResult) -> Baseline:
-        """The run's cases over the old baseline's (a `-k` subset keeps the rest)."""
-        cases = {c.case: c for c in (self.baseline.cases if self.baseline else [])}
-        if self.baseline is not None and (
-            self.baseline.provenance.profile_hash != run.provenance.profile_hash
-            or self.prompts_mismatch() is not None
-        ):
-            cases = {}
-        old = self.baseline if self.baseline is not None and cases else None
-        paired = dict(old.paired_nospec) if old is not None else {}
-        twins = dict(old.pinned_acceptance) if old is not None else {}
-        rates = dict(old.pinned_rates) if old is not None else {}
-        for c in run.cases:
-            cases[c.case] = c
-            # A re-measured case keeps its own gain and twin (or none), never the old ones.
-            paired.pop(c.case.id, None)
-            twins.pop(c.case.id, None)
-        paired.update(run.paired_nospec)
-        twins.update(run.pinned_acceptance)
-        rates.update(run.pinned_rates)
-        with_twin = {c.case.config_id for c in twins.values()}
-        rates = {cid: r for cid, r in rates.items() if cid in with_twin}
-        return Baseline(provenance=run.provenance, cases=list(cases.values()),
-                        paired_nospec=paired, pinned_acceptance=twins, pinned_rates=rates)
+        """The run's cases over the baseline as loaded (a `-k` subset keeps the rest); what
+        ``--perf-update-baselines`` writes is :func:`specperf.store.baselines.update_baseline`'s,
+        the same merge into the baseline as it is on disk then."""
+        return baseline_store.merged_baseline(self.baseline, run, self.path)

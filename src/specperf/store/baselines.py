@@ -4,15 +4,30 @@ A baseline is only comparable on the hardware it was measured on, so its file na
 the hardware id (:mod:`specperf.store.provenance`). Writes are atomic
 (:func:`specperf.store.files.atomic_write_text`): an interrupted or failed run never
 leaves a half-written baseline.
+
+Every write holds an exclusive lock on ``<baseline>.lock`` beside the file
+(:func:`baseline_lock`), and an update re-reads the baseline under it
+(:func:`update_baseline`): a run that read the baseline hours ago merges its cases into
+what is there *now*, so two concurrent ``--perf-update-baselines`` of one baseline both
+land. The lock file stays (removing it would let a waiter lock a file no longer on disk).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import errno
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from specperf.schemas import Baseline
+from specperf.schemas import Baseline, Case, CaseResult, RunResult
 from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model
+
+try:  # POSIX; vLLM and the runners are Linux
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: writes stay atomic, just unlocked
+    fcntl = None  # type: ignore[assignment]
 
 
 def baseline_path(root: Path, profile_name: str, hardware_id: str) -> Path:
@@ -36,42 +51,207 @@ def history_dir(path: Path) -> Path:
     return path.parent / "history" / path.stem
 
 
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+@contextmanager
+def baseline_lock(path: Path, say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of the baseline at ``path`` (``flock`` on ``<path>.lock``);
+    waits for another process's write to finish, saying so once when it has to wait.
+    Not re-entrant: a process holds it once per baseline."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if say is not None:
+                say(f"specperf: waiting for {lock} (another process is writing this baseline)")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def write_baseline(path: Path, baseline: Baseline, keep: int = HISTORY_KEEP) -> None:
-    """File the baseline in its bounded history, then make it the baseline; each atomic.
+    """File the baseline in its bounded history, then make it the baseline; each atomic,
+    under the baseline's lock. For a run's ``--perf-update-baselines`` use
+    :func:`update_baseline`, which also re-reads what is there now."""
+    with baseline_lock(path):
+        _write(path, baseline, baseline, keep)
+
+
+def _write(path: Path, baseline: Baseline, measured: Baseline, keep: int) -> None:
+    """Write ``measured`` (the run as measured: only the cases it ran) into the history,
+    then ``baseline`` as the baseline; the caller holds the lock.
 
     The order is what keeps the pair consistent when a write fails or the process dies
     between the two: the history entry first, so an interruption leaves the previous
     baseline in place (whole) and the new run as one more kept run of the same profile —
     the run passed its gates, so pooling it is right. The other order would leave a
-    baseline whose own copy is missing from the history, lost to the trend view and to
-    pooling after the next update. Old entries are pruned only once both are written.
+    baseline whose own measurements are missing from the history, lost to the trend view
+    and to pooling after the next update. Old entries are pruned only once both are
+    written.
     """
-    text = file_in_history(path, baseline)
-    atomic_write_text(path, text)
-    for old in sorted(history_dir(path).glob("*.json"))[:-keep]:
+    file_in_history(path, measured)
+    atomic_write_text(path, render(baseline))
+    _prune(path, baseline, keep)
+
+
+def _prune(path: Path, baseline: Baseline, keep: int) -> None:
+    """Drop history entries beyond the newest ``keep``, except one holding the only kept
+    copy of a case the baseline still carries (one a `-k` update kept): pooling needs it
+    once the case is measured again."""
+    entries = sorted(history_dir(path).glob("*.json"))
+    if len(entries) <= keep:
+        return
+    orphans = {c.case: c for c in baseline.cases}
+    for entry in entries[-keep:]:
+        for c in _cases(entry):
+            if orphans.get(c.case) == c:
+                del orphans[c.case]
+    for old in entries[:-keep]:
+        held = [c for c in _cases(old) if orphans.get(c.case) == c]
+        if held:
+            for c in held:
+                del orphans[c.case]
+            continue
         old.unlink(missing_ok=True)
 
 
-def file_in_history(path: Path, baseline: Baseline) -> str:
-    """Write one kept run into the history of the baseline at ``path`` (atomically, named
-    by its date and commit); returns its JSON text."""
-    text = baseline.model_dump_json(indent=1) + "\n"
+def _cases(entry: Path) -> list[CaseResult]:
+    try:
+        kept = load_baseline(entry)
+    except BaselineError:  # a bad entry holds nothing worth keeping
+        return []
+    return kept.cases if kept is not None else []
+
+
+def render(baseline: Baseline) -> str:
+    """A baseline file's exact text."""
+    return baseline.model_dump_json(indent=1) + "\n"
+
+
+def file_in_history(path: Path, baseline: Baseline) -> Path:
+    """Write one kept run into the history of the baseline at ``path``, named by its date
+    and commit; returns where it went.
+
+    The name is taken exclusively: the entry is written whole under a temporary name and
+    hard-linked to its own (which fails rather than replace an entry), so two runs of one
+    commit dated in the same second keep both entries (the second as ``…-2.json``)."""
     stamp = baseline.provenance.date.strftime("%Y%m%dT%H%M%S")
     commit = (baseline.provenance.git_commit or "nocommit")[:10]
-    atomic_write_text(history_dir(path) / f"{stamp}-{commit}.json", text)
-    return text
+    folder = history_dir(path)
+    tmp = folder / f".{stamp}-{commit}.{uuid.uuid4().hex}.tmp"
+    atomic_write_text(tmp, render(baseline))
+    try:
+        for n in range(1, 10_000):
+            target = folder / (f"{stamp}-{commit}.json" if n == 1 else f"{stamp}-{commit}-{n}.json")
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                continue
+            except OSError as exc:  # a file system without hard links: the lock serialises
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV):
+                    raise
+                if target.exists():
+                    continue
+                os.replace(tmp, target)
+            return target
+        raise OSError(errno.EEXIST, f"{folder}: no free history name for {stamp}-{commit}")
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> None:
     """Make the newest of ``runs`` the baseline at ``path`` and file every one in its
-    history (a promotion of kept nightlies). The older ones go into the history first and
-    the newest last, through :func:`write_baseline`: an interruption leaves the previous
+    history (a promotion of kept nightlies), under the baseline's lock. The older ones go
+    into the history first and the newest last: an interruption leaves the previous
     baseline whole, with some of the new runs kept beside it — never a baseline whose
     runs are missing."""
     ordered = sorted(runs, key=lambda b: b.provenance.date)
-    for older in ordered[:-1]:
-        file_in_history(path, older)
-    write_baseline(path, ordered[-1], keep=max(keep, len(ordered)))
+    with baseline_lock(path):
+        for older in ordered[:-1]:
+            file_in_history(path, older)
+        _write(path, ordered[-1], ordered[-1], keep=max(keep, len(ordered)))
+
+
+def measured_part(run: RunResult) -> Baseline:
+    """The run as a kept run: only what it measured, under its own provenance — what goes
+    into the history, so that a `-k` update never files the cases it carried over as if
+    this run had measured them again (that would count one measurement as several runs
+    and shrink the between-run spread)."""
+    return Baseline(provenance=run.provenance, cases=list(run.cases),
+                    paired_nospec=dict(run.paired_nospec),
+                    pinned_acceptance=dict(run.pinned_acceptance),
+                    pinned_rates=dict(run.pinned_rates))
+
+
+def merged_baseline(current: Baseline | None, run: RunResult, where: Path | None = None
+                    ) -> Baseline:
+    """The run's cases over ``current``'s (a `-k` subset keeps the others as they were).
+
+    ``current`` is dropped whole when it was recorded with another profile hash or other
+    prompts (its cases no longer describe this profile). A partial run of another vLLM
+    version than ``current`` is refused (:class:`BaselineError`): the cases it did not
+    measure would be filed under the new version without having run on it."""
+    old = current
+    if old is not None and (
+        old.provenance.profile_hash != run.provenance.profile_hash
+        or not _same_prompts(old, run)
+    ):
+        old = None
+    cases: dict[Case, CaseResult] = {c.case: c for c in (old.cases if old else [])}
+    measured = {c.case for c in run.cases}
+    carried = [c for k, c in cases.items() if k not in measured]
+    if old is not None and carried and old.provenance.vllm_version != run.provenance.vllm_version:
+        names = ", ".join(c.case.id for c in carried[:5]) + (
+            f" and {len(carried) - 5} more" if len(carried) > 5 else "")
+        raise BaselineError(
+            f"{where or 'the baseline'}: field `provenance.vllm_version` is "
+            f"{old.provenance.vllm_version!r}, this run's is {run.provenance.vllm_version!r}, "
+            f"and it measured {len(measured)} of the baseline's cases, not {names}; a baseline "
+            "holds one vLLM version's measurements — run every case (no -k) to record the "
+            "baseline on this version; the baseline is unchanged")
+    paired = dict(old.paired_nospec) if old is not None else {}
+    twins = dict(old.pinned_acceptance) if old is not None else {}
+    rates = dict(old.pinned_rates) if old is not None else {}
+    for c in run.cases:
+        cases[c.case] = c
+        # A re-measured case keeps its own gain and twin (or none), never the old ones.
+        paired.pop(c.case.id, None)
+        twins.pop(c.case.id, None)
+    paired.update(run.paired_nospec)
+    twins.update(run.pinned_acceptance)
+    rates.update(run.pinned_rates)
+    with_twin = {c.case.config_id for c in twins.values()}
+    rates = {cid: r for cid, r in rates.items() if cid in with_twin}
+    return Baseline(provenance=run.provenance, cases=list(cases.values()),
+                    paired_nospec=paired, pinned_acceptance=twins, pinned_rates=rates)
+
+
+def _same_prompts(old: Baseline, run: RunResult) -> bool:
+    was, now = old.provenance.prompts_hash, run.provenance.prompts_hash
+    return was is None or now is None or was == now
+
+
+def update_baseline(path: Path, run: RunResult, keep: int = HISTORY_KEEP,
+                    say: Callable[[str], None] | None = None) -> Baseline:
+    """``--perf-update-baselines``: under the baseline's lock, re-read the baseline as it
+    is now, merge the run's cases into it (:func:`merged_baseline`), file the run's own
+    cases in the history and write the merged baseline; returns what was written.
+
+    Raises :class:`BaselineError` (nothing written) when the baseline on disk is bad or
+    the merge is refused; OSError when a write fails (the old baseline stays whole)."""
+    with baseline_lock(path, say):
+        new = merged_baseline(load_baseline(path), run, path)
+        _write(path, new, measured_part(run), keep)
+    return new
 
 
 def load_history(path: Path, on_bad: Callable[[str], None] | None = None) -> list[Baseline]:

@@ -33,7 +33,8 @@ from pathlib import Path
 from specperf import __version__
 from specperf.config.profile import Profile, load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Provenance, Summary
-from specperf.store.baselines import baseline_path
+from specperf.store import baselines as baseline_store
+from specperf.store.baselines import baseline_lock, baseline_path
 from specperf.store.files import atomic_write_text
 from specperf.store.provenance import _slug
 
@@ -188,7 +189,7 @@ def provisional_baseline(profile: Profile, published: PublishedRun) -> Baseline:
 
 def render(baseline: Baseline) -> str:
     """The file's exact text (what `write_baseline` writes)."""
-    return baseline.model_dump_json(indent=1) + "\n"
+    return baseline_store.render(baseline)
 
 
 def target_path(root: Path, published: PublishedRun) -> Path:
@@ -206,8 +207,14 @@ def generate(root: Path, published: PublishedRun = A100_QWEN3_32B) -> tuple[Path
 
 def write(root: Path, published: PublishedRun = A100_QWEN3_32B) -> Path:
     path, text = generate(root, published)
-    atomic_write_text(path, text)
+    _replace(path, text)
     return path
+
+
+def _replace(path: Path, text: str) -> None:
+    # Under the baseline's lock, as every baseline write is (specperf.store.baselines).
+    with baseline_lock(path):
+        atomic_write_text(path, text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"{path}: up to date")
         else:
-            atomic_write_text(path, text)
+            _replace(path, text)
             print(f"wrote {path}")
     return 1 if stale else 0
 

@@ -239,3 +239,20 @@ def test_the_comparison_carries_and_renders_the_attribution() -> None:
     assert again.pinned_rates == {"draft-k2": RATES}
     assert "pinned_acceptance" not in make_run([make_case()]).model_dump()
     assert compare_runs(make_run([cur], provenance=prov), baseline).attributions == []
+
+
+def test_a_twin_a_partial_update_carried_over_is_one_kept_twin() -> None:
+    """A `-k` update kept a case and its twin in the baseline; the kept run that measured
+    them holds the same pair. It is one kept twin, not two that agree exactly."""
+    from datetime import timedelta
+
+    from specperf.analysis.compare import _kept_twins
+    from specperf.schemas import Baseline
+
+    real, twin = make_case(), make_case(tpot_s=0.024)
+    prov = make_provenance()
+    kept = Baseline(provenance=prov, cases=[real], pinned_acceptance={real.case.id: twin},
+                    pinned_rates={real.case.config_id: [0.5]})
+    later = prov.model_copy(update={"date": prov.date + timedelta(days=1)})
+    baseline = kept.model_copy(update={"provenance": later})
+    assert _kept_twins(real, [0.5], baseline, [kept]) == [(real, twin)]

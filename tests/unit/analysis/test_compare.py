@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -672,7 +673,13 @@ def _two_kept_runs(target: tuple[float, float] | None, *, seed: int = 70
         runs.append(run.model_copy(update={"provenance": prov}))
     older, base = runs
     if target is None:
+        # The baseline's values, measured a day earlier: another measurement (its trials
+        # started then), not the baseline's own, which the pooling counts once.
         same = base.case(older.cases[0].case)
+        assert same is not None
+        same = same.model_copy(update={"trials": [
+            t.model_copy(update={"started_at": t.started_at - timedelta(days=1)})
+            for t in same.trials]})
         older = older.model_copy(update={"cases": [same, *older.cases[1:]]})
     return older, base
 

@@ -240,5 +240,6 @@ def test_main_writes_atomically_and_checks(tmp_path: Path, capsys) -> None:
     assert provisional.main(["--root", str(tmp_path)]) == 0
     out = provisional.target_path(tmp_path, PUB)
     assert out.read_text() == provisional.target_path(ROOT, PUB).read_text()
-    assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temp file left
+    # No temp file left; the baseline's lock file stays (store.baselines.baseline_lock).
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name, f"{out.name}.lock"]
     assert provisional.main(["--root", str(tmp_path), "--check"]) == 0

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
-from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model
+from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model, safe_name
 
 try:  # POSIX; vLLM and the runners are Linux
     import fcntl
@@ -145,7 +145,10 @@ def file_in_history(path: Path, baseline: Baseline) -> Path:
     hard-linked to its own (which fails rather than replace an entry), so two runs of one
     commit dated in the same second keep both entries (the second as ``…-2.json``)."""
     stamp = baseline.provenance.date.strftime("%Y%m%dT%H%M%S")
-    commit = (baseline.provenance.git_commit or "nocommit")[:10]
+    # The last guard: every reader checks it already (store.files.read_model), but a
+    # baseline built in memory from a run file's fields reaches this name too.
+    commit = safe_name((baseline.provenance.git_commit or "nocommit")[:10], source=path,
+                       field="provenance.git_commit", becomes="a history entry's name")
     folder = history_dir(path)
     tmp = folder / f".{stamp}-{commit}.{uuid.uuid4().hex}.tmp"
     atomic_write_text(tmp, render(baseline))

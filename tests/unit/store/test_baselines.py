@@ -269,6 +269,18 @@ def test_history_names_are_unique_within_one_second_of_one_commit(tmp_path: Path
     assert not list(store.history_dir(path).glob(".*"))  # no temp file left
 
 
+def test_a_commit_that_is_a_path_never_names_a_history_entry(tmp_path: Path) -> None:
+    """Built in memory (never read back through read_model), a baseline whose commit is
+    '/../../../' is refused where it would become a file name; nothing is written."""
+    b = make_baseline()
+    forged = b.model_copy(update={"provenance": b.provenance.model_copy(
+        update={"git_commit": "/../../../"})})
+    path = tmp_path / "cpu-ci" / "hw.json"
+    with pytest.raises(files.BaselineError, match=r"provenance\.git_commit"):
+        store.file_in_history(path, forged)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
 def _update_concurrently(path: str, first: int, n: int, barrier: Any) -> None:
     """One `--perf-update-baselines` process: it read the baseline at its start, waits for
     the other, then files ``n`` runs of one case each as fast as it can."""

@@ -583,8 +583,10 @@ class PerfRun:
         ps = self.session
         ps.abandon_pending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         with ps.clock.phase(SHUTDOWN):
-            ps.stop_all()
-            stop_all_servers()  # also any server interrupted while it was still starting
+            try:
+                ps.stop_all()
+            finally:
+                stop_all_servers()  # also any server interrupted while it was still starting
         if (not ps.results and not ps.server_errors and not ps.scenario_results
                 and not ps.time_scenarios_ran):
             return

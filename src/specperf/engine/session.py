@@ -38,7 +38,7 @@ from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
-from specperf.engine.server import ServerError
+from specperf.engine.server import ServerError, stop_each
 from specperf.engine.servers import FaultInjection, ServerPool
 from specperf.engine.soak import TimeScenarioRunner, ramp_case, soak_case
 from specperf.engine.trial_plan import RETRY_BATCH, RETRY_CAP_FACTOR
@@ -446,10 +446,9 @@ class PerfSession:
             self.pool.stop(config_id)
 
     def stop_all(self) -> None:
-        if "pool" in self.__dict__:
-            self.pool.stop_all()
-        if "scenarios" in self.__dict__:
-            self.scenarios.stop_all()
+        # The scenarios' servers stop even if one of the matrix's would not.
+        stop_each([(name, getattr(self, name).stop_all) for name in ("pool", "scenarios")
+                   if name in self.__dict__])
 
     @property
     def server_errors(self) -> dict[str, ServerError]:

@@ -44,6 +44,9 @@ class Exit(IntEnum):
     NO_DIFFERENCE = 10
     #: ``specperf check``: a profile does not fit that vLLM (its config classes refuse it)
     PROFILE_REJECTED = 11
+    #: nothing run: another specperf run holds this GPU machine's lock (the message names
+    #: its PID; specperf.engine.gpu_lock)
+    GPU_LOCKED = 12
     #: interrupted (Ctrl-C, SIGTERM from CI cancelling the job): nothing was decided
     INTERRUPTED = 130
 
@@ -64,6 +67,7 @@ _MEANING: dict[Exit, str] = {
     Exit.PROMOTE_REFUSED: "`specperf promote` refused the runs",
     Exit.NO_DIFFERENCE: "bisect: no release in the range differs",
     Exit.PROFILE_REJECTED: "`specperf check`: a profile does not fit that vLLM",
+    Exit.GPU_LOCKED: "nothing run: another specperf run holds this GPU machine (its PID named)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): nothing decided",
 }
 

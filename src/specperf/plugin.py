@@ -38,6 +38,7 @@ from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap,
 from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
 from specperf.engine.clock import REPORTS, SHUTDOWN
+from specperf.engine.gpu_lock import GpuLocked
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
@@ -301,6 +302,8 @@ def engine_errors(case: Case | None = None, *, exit_on_usage: bool = False) -> I
     it in plain words, without a traceback."""
     try:
         yield
+    except GpuLocked as exc:
+        pytest.exit(str(exc), returncode=int(Exit.GPU_LOCKED))
     except (ProfileError, BaselineError, SessionError) as exc:
         if exit_on_usage:
             pytest.exit(str(exc), returncode=int(Exit.BAD_INPUT))
@@ -583,8 +586,10 @@ class PerfRun:
         ps = self.session
         ps.abandon_pending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         with ps.clock.phase(SHUTDOWN):
-            ps.stop_all()
-            stop_all_servers()  # also any server interrupted while it was still starting
+            try:
+                ps.stop_all()
+            finally:
+                stop_all_servers()  # also any server interrupted while it was still starting
         if (not ps.results and not ps.server_errors and not ps.scenario_results
                 and not ps.time_scenarios_ran):
             return

@@ -47,6 +47,9 @@ class Exit(IntEnum):
     #: ``specperf issues``: GitHub's rate limit stopped it; what is done is in its state
     #: file, and a rerun continues from there
     ISSUES_PAUSED = 12
+    #: nothing run: another specperf run holds this GPU machine's lock (the message names
+    #: its PID; specperf.engine.gpu_lock)
+    GPU_LOCKED = 13
     #: interrupted (Ctrl-C, SIGTERM from CI cancelling the job): nothing was decided
     INTERRUPTED = 130
 
@@ -68,6 +71,7 @@ _MEANING: dict[Exit, str] = {
     Exit.NO_DIFFERENCE: "bisect: no release in the range differs",
     Exit.PROFILE_REJECTED: "`specperf check`: a profile does not fit that vLLM",
     Exit.ISSUES_PAUSED: "`specperf issues` paused by GitHub's rate limit; a rerun continues",
+    Exit.GPU_LOCKED: "nothing run: another specperf run holds this GPU machine (its PID named)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): nothing decided",
 }
 

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     pytest 4 for bad input and 2 when interrupted; fetch 1, promote refused 3, bisect no
     difference 3, check rejected 1), for scripts that still read them. For one release."""
 
+    gpu_lock: str | None = _env("SPECPERF_GPU_LOCK")
+    """The lock file that keeps two GPU runs off one machine (specperf.engine.gpu_lock;
+    default /tmp/specperf-gpu.lock); off / 0: take no lock."""
+    gpu_lock_wait_s: float = Field(0.0, ge=0.0,
+                                   validation_alias=AliasChoices("SPECPERF_GPU_LOCK_WAIT_S"))
+    """How long a GPU run waits for another run's machine lock before it gives up (exit 13)."""
+
     # -- fault injection, for gate experiments only (docs/validation.md) --
     proxy_delay_ms: float | None = Field(None, ge=0.0,
                                          validation_alias=AliasChoices("SPECPERF_PROXY_DELAY_MS"))
@@ -139,6 +146,7 @@ _EXPECTED = {
     "SPECPERF_PROXY_DELAY_GROWTH_MS": "milliseconds per second ≥ 0 (e.g. 0.5), or unset",
     "SPECPERF_PROXY_STRETCH": "a fraction ≥ 0 of each stream's decode time (e.g. 0.25), or unset",
     "SPECPERF_COMPILE_CACHE": "1 (keep vLLM's compile cache between runs) or 0, or unset",
+    "SPECPERF_GPU_LOCK_WAIT_S": "a number of seconds ≥ 0 (e.g. 600), or unset",
     "SPECPERF_LEGACY_EXIT_CODES": "1 (the exit numbers of before the one table) or 0, or unset",
     "SPECPERF_ISSUES_CAP": "a number of issues ≥ 0 (e.g. 10), or unset",
 }

@@ -50,7 +50,7 @@ from specperf.engine.clock import RESTARTS, WARMUPS, RunClock
 from specperf.engine.datasets import DatasetError, category_prompts, load_prompts
 from specperf.engine.load import run_load
 from specperf.engine.observer import LineObserver, RunObserver
-from specperf.engine.server import ServerError, VllmServer
+from specperf.engine.server import ServerError, VllmServer, stop_each
 from specperf.engine.servers import ServerPool
 from specperf.engine.tiny import synthetic_text
 from specperf.engine.trials import TrialRunner
@@ -266,8 +266,7 @@ class ScenarioRunner:
         return checks
 
     def stop_all(self) -> None:
-        for pool in self.pools.values():
-            pool.stop_all()
+        stop_each([(name, pool.stop_all) for name, pool in self.pools.items()])
 
     # -- prefix caching ------------------------------------------------------------
 

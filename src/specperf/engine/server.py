@@ -2,9 +2,12 @@
 
 A server is started from an argument list (never a shell string), bound to 127.0.0.1 on
 a free port, with its caches, temp files and log inside the run directory. It lives in
-its own process group so that stopping it takes its children with it, and it is sent
-SIGTERM if the process that started it dies (PR_SET_PDEATHSIG), so no vLLM outlives
-the run: pass, fail, crash or Ctrl-C.
+its own process group so that stopping it takes its children with it (SIGTERM, a grace
+period, then SIGKILL to the group). If the process that started it dies, even by SIGKILL,
+a watchdog (specperf.engine.reaper) kills the group, and the first process gets SIGTERM
+from the kernel too (PR_SET_PDEATHSIG), so no vLLM outlives the run: pass, fail, crash,
+Ctrl-C or kill -9. The health check only counts a listener of the server's own process
+group (specperf.engine.listeners), never another program that took the port first.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from specperf.engine import listeners
 
 HOST = "127.0.0.1"
 API_MODULE = "vllm.entrypoints.openai.api_server"
@@ -217,12 +223,62 @@ def expand_env(extra: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+def _die_with_parent(parent: int | None = None) -> Callable[[], None]:
+    """The child's last step before exec: SIGTERM when its parent dies (the process group
+    itself comes from Popen's start_new_session). ``parent``: the starter's pid; a parent
+    that died before the prctl took effect is caught by comparing getppid()."""
+    parent = os.getpid() if parent is None else parent
+
+    def child() -> None:  # pragma: no cover - runs in the child
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    return child
+
+
+#: The watchdog of a server's group (run by path: it imports nothing of specperf).
+REAPER = Path(__file__).resolve().parent / "reaper.py"
+#: How long the watchdog gives the group after SIGTERM before SIGKILL.
+REAPER_GRACE_S = 5.0
+#: How long stop() waits for the group's leader after SIGKILL (a process stuck in a
+#: driver call does not die at once; stop() then says so and goes on).
+KILL_WAIT_S = 10.0
+
+
+def start_reaper(pgid: int, grace_s: float = REAPER_GRACE_S) -> tuple[subprocess.Popen[bytes], int]:
+    """The watchdog of process group ``pgid`` and the write end of its pipe (kept open by
+    this process only: os.pipe's ends are not inherited by exec'd children)."""
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+            [sys.executable, "-I", str(REAPER), str(r), str(pgid), str(grace_s)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(r,),
+            close_fds=True, start_new_session=True)
+    except OSError:
+        os.close(w)
+        raise
+    finally:
+        os.close(r)
+    return proc, w
+
+
+def stand_down(reaper: subprocess.Popen[bytes] | None, fd: int | None) -> None:
+    """A normal stop: the watchdog leaves without signalling the (gone) group."""
+    if fd is not None:
+        try:
+            os.write(fd, b"x")
+        except OSError:
+            pass
+        os.close(fd)
+    if reaper is not None:
+        try:
+            reaper.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            reaper.kill()
 
 
 class VllmServer:
@@ -244,6 +300,10 @@ class VllmServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
         self.version: str | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._reaper_fd: int | None = None
+        #: What the health check found listening on the port that is not this server.
+        self.foreign_listener: str | None = None
 
     @property
     def model(self) -> str:
@@ -280,7 +340,8 @@ class VllmServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - setsid + pdeathsig, nothing else
+                start_new_session=True,
+                preexec_fn=_die_with_parent(),  # noqa: PLW1509 - pdeathsig, nothing else
                 close_fds=True,
             )
         except OSError as exc:
@@ -292,6 +353,10 @@ class VllmServer:
             log.close()
         with _live_lock:
             _live.add(self)
+        try:
+            self._reaper, self._reaper_fd = start_reaper(self.proc.pid)
+        except OSError as exc:
+            raise self._fail(f"could not start its watchdog: {exc}") from exc
         deadline = t0 + self.startup_timeout_s
         while True:
             code = self.proc.poll()
@@ -300,18 +365,38 @@ class VllmServer:
             if self._healthy():
                 break
             if time.monotonic() > deadline:
+                other = (f"; port {self.port} is answered by another process: "
+                         f"{self.foreign_listener}" if self.foreign_listener else "")
                 raise self._fail(f"did not become healthy within {self.startup_timeout_s:g} s "
-                                 "(startup_timeout_s in the profile)")
+                                 f"(startup_timeout_s in the profile){other}")
             time.sleep(0.5)
         self.startup_s = time.monotonic() - t0
         self.version = self._get_version()
 
     def _healthy(self) -> bool:
+        """/health answers 200 and the listener is this server's: a program that bound
+        the port before it (after free_port picked it) would answer too."""
         try:
             with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as r:  # noqa: S310
-                return bool(r.status == 200)
+                if r.status != 200:
+                    return False
         except (urllib.error.URLError, OSError, TimeoutError):
             return False
+        assert self.proc is not None
+        owners = listeners.owners(self.port, self.proc.pid)
+        if owners is None:  # no /proc (not Linux): the exit check is all there is
+            return True
+        if owners.foreign:
+            self.foreign_listener = owners.describe_foreign()
+            if owners.ours:
+                # Both bound it (SO_REUSEPORT): load would be shared with a stranger.
+                raise self._fail_port(f"port {self.port} is shared with another process "
+                                      f"({self.foreign_listener})")
+        return owners.ours
+
+    def _fail_port(self, cause: str) -> PortTakenError:
+        self.stop()
+        return PortTakenError(self.config_id, cause, self.log_path, self.log_tail())
 
     def _get_version(self) -> str | None:
         try:
@@ -340,6 +425,9 @@ class VllmServer:
                               self.log_path, tail)
 
     def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM to the group, ``grace_s``, then SIGKILL to the group. Never raises for
+        a process that will not die: it says so on stderr (its pid) and returns, so the
+        caller goes on stopping the other servers."""
         proc = self.proc
         if proc is None:
             return
@@ -349,9 +437,17 @@ class VllmServer:
                 proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+                try:
+                    proc.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    print(f"specperf: vLLM for {self.config_id} (pid {proc.pid}) did not exit "
+                          f"{KILL_WAIT_S:g} s after SIGKILL (stuck in the kernel or a driver?); "
+                          "going on without it", file=sys.stderr)
         # The group may hold children that outlived the leader (engine workers).
         _signal_group(proc.pid, signal.SIGKILL)
+        reaper, fd = self._reaper, self._reaper_fd
+        self._reaper = self._reaper_fd = None
+        stand_down(reaper, fd)
         with _live_lock:
             _live.discard(self)
 
@@ -364,10 +460,33 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def stop_all() -> None:
+    """Stop every server this process started; one that fails to stop does not keep the
+    others running (the first error is raised after all were tried)."""
     with _live_lock:
         servers = list(_live)
-    for s in servers:
-        s.stop(grace_s=5.0)
+    stop_each([(s.config_id, lambda s=s: s.stop(grace_s=5.0)) for s in servers])
+
+
+def stop_each(stops: list[tuple[str, Callable[[], None]]]) -> None:
+    """Run every stop, whatever the others raise; then raise :class:`StopError` naming
+    each that failed (chained to the first)."""
+    errors: list[tuple[str, BaseException]] = []
+    for name, stop in stops:
+        try:
+            stop()
+        except Exception as exc:  # noqa: BLE001 - collected, raised below
+            errors.append((name, exc))
+    if errors:
+        raise StopError(errors) from errors[0][1]
+
+
+class StopError(RuntimeError):
+    """Stopping some servers failed; every other server was stopped all the same."""
+
+    def __init__(self, errors: list[tuple[str, BaseException]]) -> None:
+        self.errors = errors
+        super().__init__("could not stop " + "; ".join(
+            f"{name}: {type(exc).__name__}: {exc}" for name, exc in errors))
 
 
 # Registered after _remove_short_tmpdirs, so it runs first (atexit runs last-in first).

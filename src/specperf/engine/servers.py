@@ -33,6 +33,7 @@ from specperf.engine.server import (
     build_argv,
     free_port,
     run_env,
+    stop_each,
 )
 from specperf.engine.tiny import materialise
 from specperf.schemas import Case, InjectionRecord, ServerRecord
@@ -301,17 +302,20 @@ class ServerPool:
     def stop(self, config_id: str) -> None:
         with self.clock.phase(SHUTDOWN):
             proxy = self.proxies.pop(config_id, None)
-            if proxy is not None:
-                proxy.stop()
-                self._record_injection(config_id, proxy)
             server = self.servers.pop(config_id, None)
-            if server is not None:
-                server.stop()
-                self.say(f"specperf: stopped vLLM for {config_id}")
+            try:
+                if proxy is not None:
+                    proxy.stop()
+                    self._record_injection(config_id, proxy)
+            finally:  # a proxy that fails to stop never keeps its server running
+                if server is not None:
+                    server.stop()
+                    self.say(f"specperf: stopped vLLM for {config_id}")
 
     def stop_all(self) -> None:
-        for cid in list(self.servers):
-            self.stop(cid)
+        """Stop every server; one that fails to stop does not keep the others running
+        (StopError after all were tried)."""
+        stop_each([(cid, lambda cid=cid: self.stop(cid)) for cid in list(self.servers)])
 
     def pids(self, *also: VllmServer) -> list[int]:
         """The processes of every server of the run (and ``also``): the suite's own load,

@@ -26,19 +26,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specperf.analysis.judge.item_checks import ITEM_KINDS, item_checks
+from specperf.config import settings
 from specperf.config.profile import (
     Profile,
     ServerConfig,
     load_profile,
     pinning_refusal,
 )
+from specperf.engine import gpu_lock
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
-from specperf.engine.server import ServerError
+from specperf.engine.server import ServerError, stop_each
 from specperf.engine.servers import FaultInjection, ServerPool
 from specperf.engine.soak import TimeScenarioRunner, ramp_case, soak_case
 from specperf.engine.trial_plan import RETRY_BATCH, RETRY_CAP_FACTOR
@@ -136,6 +138,8 @@ class PerfSession:
     clock: RunClock = field(default_factory=RunClock)
     _baselines: BaselineContext | None = None
     _provenance: Provenance | None = None
+    #: The GPU machine lock this run holds (:meth:`lock_machine`).
+    _gpu_lock: Path | None = None
     _prompts: list[str] | None = None
     #: What the soak and ramp scenarios measured, in the order they ran.
     time_scenario_results: TimeScenarioResults = field(default_factory=TimeScenarioResults)
@@ -314,6 +318,7 @@ class PerfSession:
         self.say(f"specperf: {self.baselines.note}")
         self.view.set_cases_total(sum(len(cs) for cs in self.wanted.values()))
         self.check_options()
+        self.lock_machine()
         cap = self.retry_cap
         if cap is None:
             return
@@ -340,6 +345,21 @@ class PerfSession:
                     f"environment variable SPECPERF_PROXY_CONFIGS names server config(s) "
                     f"{', '.join(unknown)} that profile {self.profile.name!r} does not have — "
                     f"fix: use ids of {', '.join(sorted(known))}, or unset it")
+
+    def lock_machine(self) -> None:
+        """A GPU run takes the machine's lock before its first server (held until
+        :meth:`stop_all`); raises gpu_lock.GpuLocked when another run holds it."""
+        if self._gpu_lock is not None or self.get_provenance().accelerator != "gpu":
+            return
+        env = settings.current()
+        where = env.gpu_lock
+        if where is not None and where.strip().lower() in {"off", "0", "false", "no"}:
+            return
+        path = Path(where).expanduser() if where else gpu_lock.DEFAULT_PATH
+        gpu_lock.acquire(path, env.gpu_lock_wait_s, what=f"profile {self.profile.name}, "
+                         f"run dir {self.options.run_dir}")
+        self._gpu_lock = path
+        self.say(f"specperf: GPU machine lock {path} taken (SPECPERF_GPU_LOCK)")
 
     def load_baseline(self) -> None:
         """Load this hardware's baseline; raises BaselineError on a bad file."""
@@ -446,10 +466,14 @@ class PerfSession:
             self.pool.stop(config_id)
 
     def stop_all(self) -> None:
-        if "pool" in self.__dict__:
-            self.pool.stop_all()
-        if "scenarios" in self.__dict__:
-            self.scenarios.stop_all()
+        # The scenarios' servers stop even if one of the matrix's would not.
+        try:
+            stop_each([(name, getattr(self, name).stop_all) for name in ("pool", "scenarios")
+                       if name in self.__dict__])
+        finally:
+            if self._gpu_lock is not None:
+                gpu_lock.release(self._gpu_lock)
+                self._gpu_lock = None
 
     @property
     def server_errors(self) -> dict[str, ServerError]:

@@ -24,18 +24,42 @@ def _slug(text: str) -> str:
 
 
 def _nvidia_smi() -> list[tuple[str, str]] | None:
+    """(name, driver) of each GPU this process may use: nvidia-smi lists every GPU of the
+    machine, CUDA_VISIBLE_DEVICES says which of them vLLM will see (:func:`visible`)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
     try:
         out = subprocess.run(  # noqa: S603 - fixed argument list
-            [exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            [exe, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=20, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    rows = [tuple(x.strip() for x in line.split(",", 1)) for line in out.splitlines() if line.strip()]
-    return [(r[0], r[1] if len(r) > 1 else "") for r in rows] or None
+    rows = [tuple(x.strip() for x in line.split(",", 3)) for line in out.splitlines()
+            if line.strip()]
+    gpus = [(r[0], r[1], r[2], r[3] if len(r) > 3 else "") for r in rows if len(r) >= 3]
+    chosen = visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return [(name, driver) for _, _, name, driver in chosen] or None
+
+
+def visible(gpus: list[tuple[str, str, str, str]],
+            cuda_visible: str | None) -> list[tuple[str, str, str, str]]:
+    """The GPUs (index, uuid, name, driver) that CUDA_VISIBLE_DEVICES leaves visible, as
+    CUDA reads it: unset, every GPU; empty, none; else indices or (prefixes of) UUIDs,
+    comma-separated, up to the first one that names no GPU (CUDA stops there too).
+    Indices are nvidia-smi's (PCI bus order): where that differs from CUDA's order on a
+    machine of mixed GPUs, set CUDA_DEVICE_ORDER=PCI_BUS_ID or name UUIDs."""
+    if cuda_visible is None:
+        return list(gpus)
+    out = []
+    for token in (t.strip() for t in cuda_visible.split(",")):
+        match = [g for g in gpus if (token.isdigit() and g[0] == token)
+                 or (token.startswith("GPU-") and g[1].startswith(token))]
+        if not token or not match or match[0] in out:
+            break
+        out.append(match[0])
+    return out
 
 
 def _cpu_model() -> str:
@@ -49,12 +73,17 @@ def _cpu_model() -> str:
 
 
 def detect_hardware() -> tuple[str, str, str, str | None]:
-    """(hardware_id, human description, 'cpu'|'gpu', driver version)."""
+    """(hardware_id, human description, 'cpu'|'gpu', driver version). Only the GPUs that
+    CUDA_VISIBLE_DEVICES leaves visible count: a run on 2 of a machine's 8 H100s is
+    measured on 2 (and with none visible, on the CPU)."""
     gpus = _nvidia_smi()
     if gpus:
-        name = gpus[0][0]
-        n = len(gpus)
-        return f"gpu-{_slug(name)}-x{n}", f"{n} × {name}", "gpu", gpus[0][1] or None
+        counts: dict[str, int] = {}
+        for name, _ in gpus:
+            counts[name] = counts.get(name, 0) + 1
+        hw_id = "gpu-" + "-".join(f"{_slug(name)}-x{n}" for name, n in counts.items())
+        human = " + ".join(f"{n} × {name}" for name, n in counts.items())
+        return hw_id, human, "gpu", gpus[0][1] or None
     cpu = _cpu_model()
     cores = os.cpu_count() or 1
     # Drop marketing noise so the id is stable across kernel/microcode reports.

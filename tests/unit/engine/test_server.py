@@ -105,34 +105,168 @@ def test_a_process_that_never_gets_healthy_is_stopped_with_its_group(tmp_path: P
     assert s.proc is not None and s.proc.poll() is not None
 
 
-def test_server_dies_with_its_parent(tmp_path: Path) -> None:
-    """If the process that started a server is SIGKILLed (no cleanup code runs), the
-    server still gets SIGTERM from the kernel (PR_SET_PDEATHSIG)."""
-    pidfile = tmp_path / "server.pid"
-    script = (
+def _wait_gone(pid: int, tries: int = 150) -> bool:
+    for _ in range(tries):
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+#: A "server": serves /health on its port from a child process (the listener belongs to
+#: the group, not to the first process), and that child starts a grandchild that would
+#: outlive a kill of the first process alone. Writes the pids it started to argv[2].
+_TREE_SERVER = """
+import subprocess, sys, time
+port, pidfile = sys.argv[1], sys.argv[2]
+code = (
+    "import http.server, subprocess, sys, time\\n"
+    "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\\n"
+    "open(sys.argv[2], 'a').write(f'{g.pid}\\\\n')\\n"
+    "class H(http.server.BaseHTTPRequestHandler):\\n"
+    "    def do_GET(self):\\n"
+    "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\\n"
+    "    def log_message(self, *a): pass\\n"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\\n"
+)
+c = subprocess.Popen([sys.executable, '-c', code, port, pidfile])
+open(pidfile, 'a').write(f'{c.pid}\\n')
+time.sleep(600)
+"""
+
+
+def test_a_sigkilled_starter_leaves_no_process_of_the_group(tmp_path: Path) -> None:
+    """The process that started a server dies by SIGKILL (no cleanup code runs): the
+    watchdog kills the whole group, children and grandchildren too, not only the first
+    process (which PR_SET_PDEATHSIG alone would reach)."""
+    pidfile = tmp_path / "pids"
+    script = tmp_path / "tree_server.py"
+    script.write_text(_TREE_SERVER)
+    starter = (
         "import os, sys, time\n"
+        "from pathlib import Path\n"
         "from specperf.engine import server\n"
-        f"s = server.VllmServer('x', [sys.executable, '-c', 'import time; time.sleep(600)'],"
-        f" dict(os.environ), __import__('pathlib').Path({str(tmp_path / 'x.log')!r}), 1, 1)\n"
-        "import subprocess\n"
-        "s.proc = subprocess.Popen(s.argv, preexec_fn=server._die_with_parent)\n"
-        f"open({str(pidfile)!r}, 'w').write(str(s.proc.pid))\n"
+        "port = server.free_port()\n"
+        f"s = server.VllmServer('x', [sys.executable, {str(script)!r}, str(port), "
+        f"{str(pidfile)!r}], dict(os.environ), Path({str(tmp_path / 'x.log')!r}), port, 60)\n"
+        "s.start()\n"
+        f"open({str(pidfile)!r}, 'a').write(f'{{s.proc.pid}}\\nready\\n')\n"
         "time.sleep(600)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script])
-    for _ in range(100):
-        if pidfile.exists() and pidfile.read_text():
-            break
-        time.sleep(0.1)
-    child = int(pidfile.read_text())
-    assert _alive(child)
-    parent.kill()
-    parent.wait()
-    for _ in range(50):
-        if not _alive(child):
-            break
-        time.sleep(0.1)
-    assert not _alive(child)
+    parent = subprocess.Popen([sys.executable, "-c", starter])
+    try:
+        for _ in range(300):
+            if pidfile.exists() and "ready" in pidfile.read_text():
+                break
+            time.sleep(0.1)
+        pids = [int(x) for x in pidfile.read_text().split() if x.isdigit()]
+        assert len(pids) == 3 and all(_alive(p) for p in pids)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert [p for p in pids if not _wait_gone(p)] == []
+
+
+def test_stop_kills_the_group_and_stands_the_watchdog_down(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    script = tmp_path / "tree_server.py"
+    script.write_text(_TREE_SERVER)
+    port = server.free_port()
+    s = server.VllmServer("x", [sys.executable, str(script), str(port), str(pidfile)],
+                          dict(os.environ), tmp_path / "x.log", port, 60)
+    s.start()
+    reaper = s._reaper  # noqa: SLF001 - the watchdog must go with a normal stop
+    assert reaper is not None and reaper.poll() is None
+    pids = [int(x) for x in pidfile.read_text().split()]
+    s.stop(grace_s=5)
+    assert [p for p in pids + [s.proc.pid] if not _wait_gone(p)] == []
+    assert reaper.returncode == 0  # it read the stand-down byte and left
+
+
+def test_a_foreign_listener_on_the_port_is_not_our_server(tmp_path: Path) -> None:
+    """Another program took the port and answers /health 200; our "server" never binds
+    it. The health check does not take the stranger for the server: the start times out
+    and names the listener."""
+    import http.server
+    import threading
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    foreign = http.server.HTTPServer(("127.0.0.1", 0), Ok)
+    port = foreign.server_address[1]
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    try:
+        s = server.VllmServer("x", [sys.executable, "-c", "import time; time.sleep(600)"],
+                              dict(os.environ), tmp_path / "x.log", port, startup_timeout_s=3)
+        with pytest.raises(server.ServerError) as err:
+            s.start()
+    finally:
+        foreign.shutdown()
+        foreign.server_close()
+    assert f"port {port} is answered by another process: pid {os.getpid()}" in str(err.value)
+
+
+def test_a_server_that_loses_the_port_to_a_foreign_listener_is_port_taken(
+        tmp_path: Path) -> None:
+    """Our server tries to bind a port a stranger listens on and exits with EADDRINUSE:
+    a PortTakenError (the pool starts it again on another port), not a healthy start."""
+    import http.server
+    import threading
+
+    foreign = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    port = foreign.server_address[1]
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    binder = ("import socket, sys, time; time.sleep(1.5); s = socket.socket(); "
+              f"s.bind(('127.0.0.1', {port}))")
+    try:
+        s = server.VllmServer("x", [sys.executable, "-c", binder], dict(os.environ),
+                              tmp_path / "x.log", port, startup_timeout_s=30)
+        with pytest.raises(server.PortTakenError):
+            s.start()
+    finally:
+        foreign.shutdown()
+        foreign.server_close()
+
+
+def test_stop_each_stops_all_and_raises_after(tmp_path: Path) -> None:
+    done: list[str] = []
+
+    def broken() -> None:
+        done.append("a")
+        raise subprocess.TimeoutExpired("vllm", 10)
+
+    with pytest.raises(server.StopError) as err:
+        server.stop_each([("a", broken), ("b", lambda: done.append("b"))])
+    assert done == ["a", "b"]
+    assert "a: TimeoutExpired" in str(err.value)
+
+
+def test_a_leader_that_outlives_sigkill_does_not_escape_stop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A process in uninterruptible sleep (a GPU driver call) outlives SIGKILL for a while;
+    no test can put one there, so the wait after SIGKILL is made to time out."""
+    s = server.VllmServer("x", [sys.executable, "-c", "import time; time.sleep(600)"],
+                          dict(os.environ), tmp_path / "x.log", 1, 1)
+    s.proc = subprocess.Popen(s.argv, start_new_session=True)
+    real_wait = s.proc.wait
+    calls = {"n": 0}
+
+    def wait(timeout: float | None = None) -> int:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise subprocess.TimeoutExpired(s.argv, timeout or 0)
+        return real_wait(timeout)
+
+    monkeypatch.setattr(s.proc, "wait", wait)
+    s.stop(grace_s=0.1)
+    assert "did not exit 10 s after SIGKILL" in capsys.readouterr().err
+    assert real_wait(timeout=10) < 0  # the group was signalled and is gone
 
 
 def test_engine_cpus_leave_the_lowest_cpu_to_the_api_server_and_client() -> None:

@@ -53,3 +53,33 @@ def test_a_stand_in_fault_proxy_records_nothing(tmp_path: Path) -> None:
     pool.proxies["draft-k2"] = DelayProxy("http://127.0.0.1:1", 0.0, fault="http-500")
     pool.stop("draft-k2")
     assert pool.records["draft-k2"].injection is None
+
+
+def test_one_stop_failure_leaves_no_other_server_running(tmp_path: Path) -> None:
+    """Two real processes as the pool's servers; the first's proxy fails to stop. Both
+    processes are stopped all the same, and the failure is raised after."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from specperf.engine.server import StopError, VllmServer
+
+    pool = _pool(tmp_path, [])
+    procs = []
+    for cid in ("draft-k2", "nospec"):
+        s = VllmServer(cid, [sys.executable, "-c", "import time; time.sleep(600)"],
+                       dict(os.environ), tmp_path / f"{cid}.log", 1, 1)
+        s.proc = subprocess.Popen(s.argv, start_new_session=True)
+        pool.servers[cid] = s
+        procs.append(s.proc)
+
+    class BrokenProxy:
+        def stop(self) -> None:
+            raise OSError("proxy would not stop")
+
+    pool.proxies["draft-k2"] = BrokenProxy()  # type: ignore[assignment]
+    with pytest.raises(StopError, match="draft-k2: OSError: proxy would not stop"):
+        pool.stop_all()
+    assert [p.poll() for p in procs] == [-15, -15] and not pool.servers

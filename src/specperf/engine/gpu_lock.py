@@ -1,0 +1,100 @@
+"""The machine lock of GPU runs: two runs never share one GPU machine.
+
+Two runs on one GPU box measure each other (and may not both fit in its memory). A run
+that will use GPUs takes an exclusive ``flock`` on one file for the whole machine
+(SPECPERF_GPU_LOCK, default /tmp/specperf-gpu.lock — /tmp, not a per-user directory, so
+that every user's runs meet at the same file) before its first server and keeps it until
+its servers are stopped. The kernel drops the lock when the process dies, SIGKILL
+included, so a crashed run never leaves the box locked. The holder writes its PID and
+what it runs into the file; a run that finds the lock taken exits with
+:attr:`~specperf.config.exits.Exit.GPU_LOCKED` and names the holder.
+
+CPU runs take no lock: CI runs several CPU runs side by side on purpose, and on a shared
+CPU machine the contention guard (specperf.engine.contention) is what keeps a neighbour
+out of the figures.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["DEFAULT_PATH", "GpuLocked", "acquire", "release"]
+
+DEFAULT_PATH = Path("/tmp/specperf-gpu.lock")  # noqa: S108 - one file every user shares
+
+_held: dict[str, int] = {}  # path -> fd, for this process
+_depth: dict[str, int] = {}
+
+
+class GpuLocked(RuntimeError):
+    """Another run holds this machine's GPU lock."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(
+            f"another specperf run holds this GPU machine ({holder}; lock file {path}) — "
+            "nothing was run. Wait for it to finish, or stop it; two runs on one GPU box "
+            "measure each other. SPECPERF_GPU_LOCK_WAIT_S=N waits up to N seconds for it; "
+            "SPECPERF_GPU_LOCK names another lock file (e.g. one per set of "
+            "CUDA_VISIBLE_DEVICES), =off takes none")
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text or "its PID is not recorded"
+
+
+def acquire(path: Path, wait_s: float = 0.0, what: str = "") -> None:
+    """Take the lock at ``path`` (again, if this process holds it: counted); wait up to
+    ``wait_s`` for its holder; raises :class:`GpuLocked`."""
+    key = str(path)
+    if key in _held:
+        _depth[key] += 1
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if os.fstat(fd).st_uid == os.getuid():
+            os.fchmod(fd, 0o666)  # every user's runs take the same lock
+    except OSError:
+        pass
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = _holder(fd)
+                os.close(fd)
+                raise GpuLocked(path, holder) from None
+            time.sleep(1.0)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()}: {what or ' '.join(sys.argv)}\n".encode(), 0)
+    _held[key] = fd
+    _depth[key] = 1
+
+
+def release(path: Path) -> None:
+    """Give back one :func:`acquire`; the last one unlocks (closing the file)."""
+    key = str(path)
+    if key not in _held:
+        return
+    _depth[key] -= 1
+    if _depth[key] > 0:
+        return
+    fd = _held.pop(key)
+    del _depth[key]
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        pass
+    os.close(fd)

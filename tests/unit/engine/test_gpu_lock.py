@@ -1,0 +1,70 @@
+"""The GPU machine lock (specperf.engine.gpu_lock): real processes, a real flock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specperf.engine import gpu_lock
+
+
+def _holder(path: Path) -> subprocess.Popen[str]:
+    code = ("import sys, time; from pathlib import Path; from specperf.engine import gpu_lock; "
+            f"gpu_lock.acquire(Path({str(path)!r}), what='the holder'); print('held', flush=True); "
+            "time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_run_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.lock"
+    holder = _holder(path)
+    try:
+        with pytest.raises(gpu_lock.GpuLocked) as err:
+            gpu_lock.acquire(path)
+        assert f"pid {holder.pid}: the holder" in str(err.value)
+        assert str(path) in str(err.value) and "SPECPERF_GPU_LOCK_WAIT_S" in str(err.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel dropped the lock with the SIGKILLed holder: the box is free again.
+    gpu_lock.acquire(path)
+    try:
+        assert f"pid {os.getpid()}" in path.read_text()
+    finally:
+        gpu_lock.release(path)
+    assert path.read_text() == ""
+
+
+def test_waiting_gets_the_lock_once_the_holder_ends(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.lock"
+    holder = _holder(path)
+    killer = subprocess.Popen([sys.executable, "-c",
+                               f"import os, time; time.sleep(1.5); os.kill({holder.pid}, 9)"])
+    try:
+        gpu_lock.acquire(path, wait_s=60)
+        assert holder.wait(timeout=10) == -9  # got it only after the holder was gone
+    finally:
+        gpu_lock.release(path)
+        killer.wait()
+        holder.kill()
+        holder.wait()
+
+
+def test_the_lock_is_counted_within_one_process(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.lock"
+    gpu_lock.acquire(path)
+    gpu_lock.acquire(path)
+    gpu_lock.release(path)
+    probe = [sys.executable, "-c", "from pathlib import Path; from specperf.engine import gpu_lock; "
+             f"gpu_lock.acquire(Path({str(path)!r}))"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    assert subprocess.run(probe, env=env, capture_output=True, check=False).returncode != 0
+    gpu_lock.release(path)
+    assert subprocess.run(probe, env=env, capture_output=True, check=False).returncode == 0

@@ -9,6 +9,13 @@
 #   VLLM_VERSION   vLLM version to install (default: what the gpu extra resolves to)
 #   SPECPERF_SHAREGPT  the ShareGPT JSON (read by the pytest plugin)
 # Writes the run under .specperf/runs/shard-$SHARD/ (run.json, server logs, ...).
+#
+# One argument, optional: what to do of `nox -s perf`.
+#   (none)   install vLLM and run, as a developer would;
+#   install  install only (`nox --install-only`): the nightly's install step;
+#   run      run in the environment `install` made, installing nothing (`nox -R`): the
+#            nightly's perf step, after the models were downloaded in a step of their
+#            own (scripts/download_models.py), the one that holds HF_TOKEN.
 # Exits 1 when a check failed; `nox -s perf` counts pytest's 6 (inconclusive) and 7
 # (machine busy) as success — they are not failures — and the report job, which compares
 # the merged run the same way, shows them in the job summary with a warning.
@@ -36,6 +43,14 @@ if (( count > 1 )); then
     args+=(--perf-shard "$shard/$count")
 fi
 
+mode="${1:-}"
+case "$mode" in
+    "") nox_opts=() ;;
+    install) nox_opts=(--install-only) ;;
+    run) nox_opts=(-R) ;;
+    *) echo "unknown mode $mode: give none, install or run" >&2; exit 2 ;;
+esac
+
 command -v nox >/dev/null || python -m pip install "nox[uv]"
-echo "specperf: profile $PROFILE, shard $shard/$count, run dir $run_dir"
-exec nox -s perf -- "${args[@]}"
+echo "specperf: profile $PROFILE, shard $shard/$count, run dir $run_dir${mode:+ ($mode)}"
+exec nox "${nox_opts[@]}" -s perf -- "${args[@]}"

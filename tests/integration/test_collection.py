@@ -253,3 +253,20 @@ def test_cpu_soak_lists_its_scenarios() -> None:
     items = collect("--perf-profile", "cpu-soak", "-k", "soak or ramp")
     assert items == ["perf_tests/test_soak.py::test_soak[draft-k3-c1]",
                      "perf_tests/test_ramp.py::test_ramp[draft-k3-c1]"]
+
+
+def test_a_run_of_unpinned_remote_code_is_refused_before_any_server(tmp_path: Path) -> None:
+    # h100-mimo-7b-mtp ships --trust-remote-code without a revision (its commit is not
+    # known here): it collects (test_shipped_profiles), but a run stops before its first
+    # server — no GPU or vLLM start needed to show it.
+    mimo = REPO / "perf_tests" / "profiles" / "h100-mimo-7b-mtp.toml"
+    proc = subprocess.run(
+        [*PERF_PYTEST, "-q", "--perf-profile", "h100-mimo-7b-mtp", "-k", "mtp-k1-c1",
+         "--perf-run-dir", str(tmp_path / "run")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out  # bad input: specperf.config.exits.Exit.BAD_INPUT
+    assert f"{mimo}: field `serve_args` has --trust-remote-code" in out
+    assert 'revision = "<40-character commit>"' in out
+    assert "starting vLLM" not in out and not (tmp_path / "run" / "servers").exists()

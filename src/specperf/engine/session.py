@@ -311,6 +311,7 @@ class PerfSession:
     def begin(self) -> None:
         """Load the baseline, make the run directory, say what the run will do; raises
         BaselineError, ProfileError or SessionError."""
+        self.profile.check_remote_code()  # before any server: unpinned remote code is refused
         self.load_baseline()
         self.options.run_dir.mkdir(parents=True, exist_ok=True)
         self.say(f"specperf: profile {self.profile.name} ({self.profile.source}), run dir "

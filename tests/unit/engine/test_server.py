@@ -279,3 +279,14 @@ def test_engine_cpus_leave_the_lowest_cpu_to_the_api_server_and_client() -> None
                              "KMP_AFFINITY": "granularity=fine,explicit,proclist=[{engine_cpus}]"})
     assert env["OMP_NUM_THREADS"] == str(len(mine)) and len(mine) >= 1
     assert env["KMP_AFFINITY"] == f"granularity=fine,explicit,proclist=[{','.join(map(str, mine))}]"
+
+
+def test_a_revision_pins_weights_code_and_tokenizer() -> None:
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    argv = server.build_argv("/py", "org/m", 1, None, ["--trust-remote-code"], revision=rev)
+    for opt in ("--revision", "--code-revision", "--tokenizer-revision"):
+        assert argv[argv.index(opt) + 1] == rev
+    # Another tokenizer is another repository: the target's commit does not pin it.
+    argv = server.build_argv("/py", "org/m", 1, None, ["--tokenizer", "org/t"], revision=rev)
+    assert "--tokenizer-revision" not in argv and "--revision" in argv
+    assert "--revision" not in server.build_argv("/py", "org/m", 1, None, [])

@@ -431,27 +431,6 @@ def test_flags_left_waiting_at_the_end_say_why(tmp_path: Path) -> None:
     assert rec.trials == rec.first_trials == ps.repeats and not rec.outcome
 
 
-def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path: Path) -> None:
-    ps = session(tmp_path, None, [])
-    nospec = ps.profile.nospec
-    assert nospec is not None
-    c1 = Case(config_id="draft-k2", concurrency=1)
-    ps.plan.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
-    at_once = {k: ps.plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
-    assert at_once == {k: ["draft-k2", nospec.id] for k in at_once}
-    ps.profile.compare.confirm_after_matrix = True
-    later = {k: ps.plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
-    # The matrix item measures draft-k2; the judged ones need only the no-spec server its
-    # fresh start would pair with.
-    assert later == {"requests": ["draft-k2", nospec.id], "tpot_gain": [nospec.id],
-                     "latency": [nospec.id]}
-    # A config only judged items select is measured by them: they need its server.
-    alone = session(tmp_path, None, [])
-    alone.profile.compare.confirm_after_matrix = True
-    alone.plan.select([("latency", c1)])
-    assert alone.plan.needed_configs("latency", c1) == ["draft-k2"]
-
-
 # --- the pinned-acceptance twin (docs/attribution.md) ----------------------------------
 
 
@@ -496,14 +475,6 @@ def twin_session(tmp_path: Path, said: list[str], *, baseline: bool,
     runner = TwinRunner(iter(trials_of(seed=11, n=20)))
     ps.measurer.runner = runner  # type: ignore[assignment]
     return ps, runner, started
-
-
-def test_attribute_gives_every_fixed_k_spec_config_a_twin(tmp_path: Path) -> None:
-    ps, _, _ = twin_session(tmp_path, [], baseline=False)
-    # cpu-ci: draft-k2 and self-k3 are fixed-k spec configs; nospec has nothing to pin.
-    assert ps.plan.attributed_configs() == {"draft-k2", "self-k3"}
-    ps.plan.attribute = False
-    assert ps.plan.attributed_configs() == set()
 
 
 def test_the_twin_runs_a_trial_after_each_of_the_configs_own(tmp_path: Path) -> None:

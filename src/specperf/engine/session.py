@@ -175,10 +175,12 @@ class PerfSession:
     @cached_property
     def plan(self) -> CaseSelection:
         """The case matrix and what the plugin selected from it (engine.selection)."""
-        return CaseSelection(self.profile, scenarios=lambda: self.scenarios,
-                             paired_concurrencies=lambda cfg, cs:
-                             self.measurer.paired_concurrencies(cfg, cs),
-                             attribute=self.options.attribute)
+        # Callables: the measurer and the scenarios read the selection, so they are built
+        # after it, when the selection first asks for them.
+        return CaseSelection(
+            self.profile, scenarios=lambda: self.scenarios,
+            paired_concurrencies=lambda cfg, cs: self.measurer.paired_concurrencies(cfg, cs),
+            attribute=self.options.attribute)
 
     @cached_property
     def pool(self) -> ServerPool:

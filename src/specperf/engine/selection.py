@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from specperf.analysis.judge.item_checks import ITEM_KINDS
 from specperf.config.profile import Profile, ServerConfig, pinning_refusal
@@ -42,7 +43,9 @@ SCENARIO_KINDS = (*WORKLOAD_SCENARIO_KINDS, *TIME_SCENARIO_KINDS)
 
 @dataclass
 class CaseSelection:
-    profile: Profile
+    #: The run's profile, loaded when first asked for: selecting no perf item (a run of
+    #: other tests with the plugin on) must not need one.
+    load_profile: Callable[[], Profile]
     #: The run's workload scenarios (built on first use: most runs have none selected).
     scenarios: Callable[[], ScenarioRunner]
     #: Concurrencies at which a spec config runs paired no-spec trials, given the ones
@@ -57,6 +60,10 @@ class CaseSelection:
     #: Server configs with a selected item that is not judged (requests, acceptance): with
     #: confirm_after_matrix their cases are measured by those, in the matrix.
     matrix_configs: set[str] = field(default_factory=set)
+
+    @cached_property
+    def profile(self) -> Profile:
+        return self.load_profile()
 
     def ordered_configs(self) -> list[ServerConfig]:
         # The no-spec config runs first: the paired TPOT gain of every spec config

@@ -178,7 +178,7 @@ class PerfSession:
         # Callables: the measurer and the scenarios read the selection, so they are built
         # after it, when the selection first asks for them.
         return CaseSelection(
-            self.profile, scenarios=lambda: self.scenarios,
+            lambda: self.profile, scenarios=lambda: self.scenarios,
             paired_concurrencies=lambda cfg, cs: self.measurer.paired_concurrencies(cfg, cs),
             attribute=self.options.attribute)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specperf.config.profile import ProfileError
 from specperf.engine.selection import KINDS
 from specperf.engine.session import PerfOptions, PerfSession
 from specperf.schemas import Case
@@ -123,3 +124,15 @@ def test_attribute_gives_every_fixed_k_spec_config_a_twin(tmp_path: Path) -> Non
     assert session(tmp_path, attribute=True).plan.attributed_configs() == {"draft-k2",
                                                                            "self-k3"}
     assert session(tmp_path).plan.attributed_configs() == set()
+
+
+def test_selecting_no_perf_item_needs_no_profile(tmp_path: Path) -> None:
+    """Other tests run with the plugin on: the plugin hands over an empty selection."""
+    ps = PerfSession(options=PerfOptions(
+        profile="no-such-profile", rootdir=tmp_path, run_dir=tmp_path / "run", json_path=None,
+        baselines_dir=tmp_path / "b", update_baselines=False, force=False, repeats=None,
+        dataset=None, models_cache=tmp_path / "m"), say=lambda _m: None)
+    ps.plan.select([])
+    assert ps.plan.cases_total == 0 and ps.plan.wanted == {}
+    with pytest.raises(ProfileError, match="no profile named 'no-such-profile'"):
+        ps.plan.ordered_configs()

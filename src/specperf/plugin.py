@@ -485,7 +485,7 @@ class PerfRun:
             )
         kind = marker.args[0]
         with engine_errors(exit_on_usage=True):
-            cases = self.session.cases_for(kind)
+            cases = self.session.plan.cases_for(kind)
         if not cases:
             # A valid profile with no case of this kind (no [gates.budgets], concurrencies
             # below its min_concurrency, ...): one item, skipped with the reason — as pytest
@@ -501,10 +501,10 @@ class PerfRun:
         if not any(kc for _, kc in perf_items):
             return
         ps = self.session
-        order = {c.id: n for n, c in enumerate(ps.ordered_configs())}
+        order = {c.id: n for n, c in enumerate(ps.plan.ordered_configs())}
         # [compare] confirm_after_matrix: the judged items after every config's cases, so a
         # flag is measured again on a fresh server minutes after it was raised.
-        judged = 2 if ps.judged_after_matrix else 1
+        judged = 2 if ps.plan.judged_after_matrix else 1
 
         def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
             _, kc = pair
@@ -545,10 +545,10 @@ class PerfRun:
         ps = self.session
         selected = [(n, kc) for n, item in enumerate(session.items)
                     if (kc := _item_case(item)) is not None]
-        ps.select(kc for _, kc in selected)
+        ps.plan.select(kc for _, kc in selected)
         last_use: dict[str, int] = {}
         for n, kc in selected:
-            for cid in ps.needed_configs(*kc):
+            for cid in ps.plan.needed_configs(*kc):
                 last_use[cid] = n
         session.stash[_LAST_USE] = last_use
         if selected and not session.config.getoption("collectonly"):

@@ -20,9 +20,12 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DEFAULT_PATH", "GpuLocked", "acquire", "release"]
+from specperf.config import settings
+
+__all__ = ["DEFAULT_PATH", "GpuLocked", "acquire", "release", "take_for_run"]
 
 DEFAULT_PATH = Path("/tmp/specperf-gpu.lock")  # noqa: S108 - one file every user shares
 
@@ -81,6 +84,19 @@ def acquire(path: Path, wait_s: float = 0.0, what: str = "") -> None:
     os.pwrite(fd, f"pid {os.getpid()}: {what or ' '.join(sys.argv)}\n".encode(), 0)
     _held[key] = fd
     _depth[key] = 1
+
+
+def take_for_run(what: str, say: Callable[[str], None]) -> Path | None:
+    """A GPU run's lock, at the file SPECPERF_GPU_LOCK names (waiting as
+    SPECPERF_GPU_LOCK_WAIT_S says); None when it says off. Raises :class:`GpuLocked`."""
+    env = settings.current()
+    where = env.gpu_lock
+    if where is not None and where.strip().lower() in {"off", "0", "false", "no"}:
+        return None
+    path = Path(where).expanduser() if where else DEFAULT_PATH
+    acquire(path, env.gpu_lock_wait_s, what=what)
+    say(f"specperf: GPU machine lock {path} taken (SPECPERF_GPU_LOCK)")
+    return path
 
 
 def release(path: Path) -> None:

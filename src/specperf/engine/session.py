@@ -1,18 +1,25 @@
-"""A perf run, assembled: profile → servers → trials → cases → gate checks → run file.
+"""A perf run, phase by phase: profile → servers → trials → cases → gate checks → run file.
 
-:class:`PerfSession` is a thin facade over the collaborators that do the work, built
-from the profile when first needed:
+:class:`PerfSession` orchestrates the phases the plugin hands it (as pytest-benchmark's
+session does: collection, the selected items, each item's checks, the end); the work is
+its collaborators', built from the profile when first needed:
 
+* :class:`~specperf.engine.selection.CaseSelection` — the case matrix, what the run
+  selected from it, which servers an item needs;
 * :class:`~specperf.engine.servers.ServerPool` — one vLLM server per server config,
   started lazily, stopped when the caller says so;
 * :class:`~specperf.engine.measurer.CaseMeasurer` — a config's cases by the trial plan
   (specperf.engine.trial_plan), memoised;
+* :class:`~specperf.engine.scenarios.ScenarioRunner` and
+  :class:`~specperf.engine.soak.TimeScenarioRunner` — the profile's [scenarios];
 * :class:`~specperf.engine.baseline_context.BaselineContext` — the baseline and which of
   its cases compare;
 * a :class:`~specperf.engine.observer.RunObserver` — whoever shows the run's progress.
 
-It knows nothing of pytest: the plugin asks it for the case matrix, hands it the selected
-items, asks for gate checks and the run file, and turns its errors into pytest outcomes.
+An item's checks are the judge's (specperf.analysis.judge.item_checks); the run file is
+put together by specperf.engine.run_assembly. It knows nothing of pytest: the plugin asks
+it for the case matrix, hands it the selected items, asks for gate checks and the run
+file, and turns its errors into pytest outcomes.
 """
 
 from __future__ import annotations
@@ -23,44 +30,43 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from specperf.analysis.judge.item_checks import ITEM_KINDS, item_checks
-from specperf.config import settings
-from specperf.config.profile import (
-    Profile,
-    ServerConfig,
-    load_profile,
-    pinning_refusal,
-)
-from specperf.engine import gpu_lock
+from specperf.analysis.judge.item_checks import item_checks
+from specperf.config.profile import Profile, load_profile
+from specperf.engine import gpu_lock, run_assembly
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
-from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
+from specperf.engine.scenarios import ScenarioRunner
+from specperf.engine.selection import (
+    JUDGED_KINDS,
+    KINDS,
+    SCENARIO_KINDS,
+    TIME_SCENARIO_KINDS,
+    CaseSelection,
+)
 from specperf.engine.server import ServerError, stop_each
 from specperf.engine.servers import FaultInjection, ServerPool
-from specperf.engine.soak import TimeScenarioRunner, ramp_case, soak_case
+from specperf.engine.soak import TimeScenarioRunner
 from specperf.engine.trial_plan import RETRY_BATCH, RETRY_CAP_FACTOR
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import (
-    Baseline,
     Case,
     CaseResult,
     GateCheck,
     Provenance,
     RunResult,
     ScenarioResult,
-    ServerRecord,
     TimeScenarioResults,
     utcnow,
 )
 from specperf.store.provenance import collect_provenance
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from datetime import datetime
 
 __all__ = [
     "JUDGED_KINDS",
@@ -75,18 +81,6 @@ __all__ = [
     "SessionError",
     "default_run_dir",
 ]
-
-#: Test kinds, in the order their items run within a case (the judge's, one home).
-KINDS = ITEM_KINDS
-#: Kinds whose checks are read from the case's comparison with the baseline (and its paired
-#: gain): with [compare] confirm_after_matrix their items run after every config's cases,
-#: once the flags raised meanwhile are measured again (PerfSession.judged_after_matrix).
-JUDGED_KINDS = ("tpot_gain", "latency", "throughput")
-#: Kinds that are a scenario of their own ([scenarios] in the profile), not measured by
-#: the case measurer: the workload shapes on their own servers (specperf.engine.scenarios)
-#: and the time-structured ones on their config's server (specperf.engine.soak).
-TIME_SCENARIO_KINDS = ("soak", "ramp")
-SCENARIO_KINDS = (*WORKLOAD_SCENARIO_KINDS, *TIME_SCENARIO_KINDS)
 
 
 class SessionError(ValueError):
@@ -125,15 +119,8 @@ class PerfSession:
     say: Callable[[str], None] = print
     #: What the user sees of servers starting and trials running (plain lines by default).
     progress: RunObserver | None = None
-    #: Concurrencies selected per server config (set after collection).
-    wanted: dict[str, set[int]] = field(default_factory=dict)
-    #: Cases whose TPOT-gain test was selected (set after collection).
-    tpot_gain_wanted: set[Case] = field(default_factory=set)
-    #: Server configs with a selected item that is not judged (requests, acceptance): with
-    #: confirm_after_matrix their cases are measured by those, in the matrix.
-    matrix_configs: set[str] = field(default_factory=set)
     checks: list[GateCheck] = field(default_factory=list)
-    started_at: object = field(default_factory=utcnow)
+    started_at: datetime = field(default_factory=utcnow)
     #: Where the run's wall time goes (the pool, the trials and the measurer charge it).
     clock: RunClock = field(default_factory=RunClock)
     _baselines: BaselineContext | None = None
@@ -183,7 +170,17 @@ class PerfSession:
             return None
         return opt or RETRY_CAP_FACTOR * self.repeats
 
-    # -- collaborators ------------------------------------------------------------
+    # -- collaborators (built when first needed; `_built` says whether they were) ----
+
+    @cached_property
+    def plan(self) -> CaseSelection:
+        """The case matrix and what the plugin selected from it (engine.selection)."""
+        # Callables: the measurer and the scenarios read the selection, so they are built
+        # after it, when the selection first asks for them.
+        return CaseSelection(
+            lambda: self.profile, scenarios=lambda: self.scenarios,
+            paired_concurrencies=lambda cfg, cs: self.measurer.paired_concurrencies(cfg, cs),
+            attribute=self.options.attribute)
 
     @cached_property
     def pool(self) -> ServerPool:
@@ -191,8 +188,7 @@ class PerfSession:
             self.profile, self.options.run_dir, self.options.models_cache, say=self.say,
             observer=self.view, fault=self.options.fault, clock=self.clock,
             expected_acceptance=lambda cid: self.baselines.expected_acceptance(cid),
-            cases_of=lambda cid: [Case(config_id=cid, concurrency=c)
-                                  for c in sorted(self.wanted.get(cid, ()))],
+            cases_of=self.plan.cases_of,
         )
 
     @cached_property
@@ -202,9 +198,9 @@ class PerfSession:
                              say=self.say, clock=self.clock)
         return CaseMeasurer(
             self.profile, self.pool, runner, self.view, lambda: self.baselines, self.repeats,
-            retry_cap=self.retry_cap, say=self.say, wanted=self.wanted,
-            tpot_gain_wanted=self.tpot_gain_wanted, clock=self.clock,
-            attribute=self.attributed_configs(),
+            retry_cap=self.retry_cap, say=self.say, wanted=self.plan.wanted,
+            tpot_gain_wanted=self.plan.tpot_gain_wanted, clock=self.clock,
+            attribute=self.plan.attributed_configs(),
         )
 
     @cached_property
@@ -214,13 +210,9 @@ class PerfSession:
                               self.repeats, self.max_outside_cores, busy_wait_s=self.busy_wait_s,
                               say=self.say, clock=self.clock, dataset=self.options.dataset)
 
-    def attributed_configs(self) -> set[str]:
-        """Spec configs measured with a pinned-acceptance twin: those whose profile entry
-        says pinned_acceptance, and under --perf-attribute every one that can have one
-        (a fixed k, the standard sampler: config.profile.pinning_refusal)."""
-        return {c.id for c in self.profile.server_configs
-                if c.pinned_acceptance
-                or (self.options.attribute and pinning_refusal(c.speculative_config) is None)}
+    def _built(self, name: str) -> Any:
+        """The collaborator ``name`` if the run has needed it, else None (not built now)."""
+        return self.__dict__.get(name)
 
     @property
     def baselines(self) -> BaselineContext:
@@ -233,79 +225,6 @@ class PerfSession:
     def baselines(self, ctx: BaselineContext) -> None:
         self._baselines = ctx
 
-    # -- the case matrix ----------------------------------------------------------
-
-    def ordered_configs(self) -> list[ServerConfig]:
-        # The no-spec config runs first: the paired TPOT gain of every spec config
-        # needs its measurement at the same concurrency.
-        return sorted(self.profile.server_configs, key=lambda c: c.is_spec)
-
-    def cases_for(self, kind: str) -> list[Case]:
-        p = self.profile
-        if kind in SCENARIO_KINDS:
-            if kind in TIME_SCENARIO_KINDS:
-                if kind == "soak":
-                    return [soak_case(s) for s in p.scenarios.soak]
-                return [ramp_case(r) for r in p.scenarios.ramp]
-            return self.scenarios.cases(kind)
-        out: list[Case] = []
-        for cfg in self.ordered_configs():
-            gates = p.gates_for(cfg)
-            for c in p.concurrencies:
-                if kind == "requests":
-                    keep = True
-                elif kind == "acceptance":
-                    keep = cfg.is_spec and gates.acceptance is not None
-                elif kind == "tpot_gain":
-                    keep = (cfg.is_spec and gates.tpot_gain is not None
-                            and c <= gates.tpot_gain.max_concurrency)
-                elif kind in ("latency", "throughput"):
-                    keep = True  # every case, against the baseline ([compare] rules)
-                else:
-                    raise ValueError(f"unknown perf case kind {kind!r}; known: {KINDS}")
-                if keep:
-                    out.append(Case(config_id=cfg.id, concurrency=c))
-        return out
-
-    def select(self, items: Iterable[tuple[str, Case]]) -> None:
-        """The (kind, case) of every selected perf item: which cases get measured."""
-        for kind, case in items:
-            if kind in TIME_SCENARIO_KINDS:
-                continue  # its own load on its config's server (specperf.engine.soak)
-            if kind in SCENARIO_KINDS:  # measured on the scenario's own servers
-                self.scenarios.wanted.setdefault(kind, set()).add(case.config_id)
-                continue
-            self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
-            if kind == "tpot_gain":
-                self.tpot_gain_wanted.add(case)
-            if kind not in JUDGED_KINDS:
-                self.matrix_configs.add(case.config_id)
-
-    @property
-    def judged_after_matrix(self) -> bool:
-        """[compare] confirm_after_matrix: flags are measured again after every config's
-        cases, so the items that read the comparison run after the matrix."""
-        return self.profile.compare.confirm_after_matrix
-
-    def needed_configs(self, kind: str, case: Case) -> list[str]:
-        """Server configs an item of this kind needs up: its own, and for the paired
-        TPOT gain the no-spec config too; a scenario's items none (it starts and stops its
-        own). A judged item after the matrix whose config the matrix measured needs only
-        the no-spec server, which the configs' fresh starts pair with."""
-        if kind in TIME_SCENARIO_KINDS:
-            return [case.config_id]
-        if kind in SCENARIO_KINDS:
-            return []
-        nospec = self.profile.nospec
-        cfg = self.profile.config(case.config_id)
-        wanted = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
-        paired = nospec is not None and bool(self.measurer.paired_concurrencies(cfg, wanted))
-        own = [case.config_id]
-        if (self.judged_after_matrix and kind in JUDGED_KINDS
-                and case.config_id in self.matrix_configs):
-            own = []
-        return own + ([nospec.id] if paired and nospec is not None else [])
-
     # -- before the first measurement -------------------------------------------
 
     def begin(self) -> None:
@@ -317,7 +236,7 @@ class PerfSession:
         self.say(f"specperf: profile {self.profile.name} ({self.profile.source}), run dir "
                  f"{self.options.run_dir}")
         self.say(f"specperf: {self.baselines.note}")
-        self.view.set_cases_total(sum(len(cs) for cs in self.wanted.values()))
+        self.view.set_cases_total(self.plan.cases_total)
         self.check_options()
         self.lock_machine()
         cap = self.retry_cap
@@ -350,17 +269,9 @@ class PerfSession:
     def lock_machine(self) -> None:
         """A GPU run takes the machine's lock before its first server (held until
         :meth:`stop_all`); raises gpu_lock.GpuLocked when another run holds it."""
-        if self._gpu_lock is not None or self.get_provenance().accelerator != "gpu":
-            return
-        env = settings.current()
-        where = env.gpu_lock
-        if where is not None and where.strip().lower() in {"off", "0", "false", "no"}:
-            return
-        path = Path(where).expanduser() if where else gpu_lock.DEFAULT_PATH
-        gpu_lock.acquire(path, env.gpu_lock_wait_s, what=f"profile {self.profile.name}, "
-                         f"run dir {self.options.run_dir}")
-        self._gpu_lock = path
-        self.say(f"specperf: GPU machine lock {path} taken (SPECPERF_GPU_LOCK)")
+        if self._gpu_lock is None and self.get_provenance().accelerator == "gpu":
+            self._gpu_lock = gpu_lock.take_for_run(
+                f"profile {self.profile.name}, run dir {self.options.run_dir}", self.say)
 
     def load_baseline(self) -> None:
         """Load this hardware's baseline; raises BaselineError on a bad file."""
@@ -404,18 +315,15 @@ class PerfSession:
                                else self.scenarios.evaluate(kind, case))
             self.checks.extend(scenario_checks)
             return scenario_checks
-        p = self.profile
-        gates = p.gates_for(p.config(case.config_id))
         result = self.measure(case)
-        if kind in JUDGED_KINDS and self.judged_after_matrix:
+        if kind in JUDGED_KINDS and self.plan.judged_after_matrix:
             self.measure_matrix_and_confirm()
             result = self.measure(case)  # on both starts, if it was flagged
         if kind == "tpot_gain" and case not in self.measurer.paired:
             why = self.measurer.paired_errors.get(case, "it was not measured")
             raise MeasureError(f"case {case.id}: the paired no-spec measurement failed: {why}")
         ctx = self.baselines
-        checks = item_checks(kind, case, result, load=p.load, acceptance=gates.acceptance,
-                             acceptance_exact=p.compare.acceptance_exact,
+        checks = item_checks(kind, case, result, self.profile,
                              judged=self.measurer.comparisons.get(case),
                              no_baseline_reason=ctx.no_baseline_reason(case),
                              mismatch=ctx.mismatch(case))
@@ -431,8 +339,8 @@ class PerfSession:
         if not self.measurer.pending:
             return
         nospec = self.profile.nospec
-        for cfg in self.ordered_configs():
-            concs = self.wanted.get(cfg.id)
+        for cfg in self.plan.ordered_configs():
+            concs = self.plan.wanted.get(cfg.id)
             if not concs or self.measurer.measured(cfg.id):
                 continue
             try:
@@ -447,7 +355,7 @@ class PerfSession:
     def abandon_pending(self, *, interrupted: bool) -> None:
         """At the end of the run: flags that no judged item came to measure again keep the
         first start's measurement, and their cases say why they were not confirmed."""
-        if "measurer" not in self.__dict__:
+        if self._built("measurer") is None:
             return
         self.measurer.abandon_pending(
             "the run was interrupted before the fresh start" if interrupted
@@ -463,14 +371,14 @@ class PerfSession:
     # -- servers --------------------------------------------------------------------
 
     def stop_server(self, config_id: str) -> None:
-        if "pool" in self.__dict__:  # never started one: nothing to stop
+        if self._built("pool") is not None:  # never started one: nothing to stop
             self.pool.stop(config_id)
 
     def stop_all(self) -> None:
         # The scenarios' servers stop even if one of the matrix's would not.
         try:
             stop_each([(name, getattr(self, name).stop_all) for name in ("pool", "scenarios")
-                       if name in self.__dict__])
+                       if self._built(name) is not None])
         finally:
             if self._gpu_lock is not None:
                 gpu_lock.release(self._gpu_lock)
@@ -478,73 +386,35 @@ class PerfSession:
 
     @property
     def server_errors(self) -> dict[str, ServerError]:
-        return self.pool.errors if "pool" in self.__dict__ else {}
+        pool = self._built("pool")
+        return pool.errors if pool is not None else {}
 
-    @property
-    def server_records(self) -> dict[str, ServerRecord]:
-        return self.pool.records if "pool" in self.__dict__ else {}
-
-    # -- the run file ---------------------------------------------------------------
+    # -- the run file (engine.run_assembly) ------------------------------------------
 
     @property
     def time_scenarios_ran(self) -> bool:
-        return bool(self.time_scenario_results.soak or self.time_scenario_results.ramp)
+        return run_assembly.time_scenarios_ran(self.time_scenario_results)
 
     @property
     def results(self) -> dict[Case, CaseResult]:
-        return self.measurer.results if "measurer" in self.__dict__ else {}
+        return run_assembly.measured_cases(self._built("measurer"))
 
     @property
     def scenario_results(self) -> list[ScenarioResult]:
-        return list(self.scenarios.results.values()) if "scenarios" in self.__dict__ else []
+        return run_assembly.scenario_results(self._built("scenarios"))
 
     def run_result(self) -> RunResult:
-        prov = self.get_provenance()
-        versions = {r.vllm_version for r in self.results.values() if r.vllm_version}
-        if versions:
-            prov = prov.model_copy(update={"vllm_version": sorted(versions)[0]})
-        order = {c.id: i for i, c in enumerate(self.ordered_configs())}
-        cases = sorted(self.results.values(),
-                       key=lambda r: (order.get(r.case.config_id, 99), r.case.concurrency))
-        paired = self.measurer.paired if "measurer" in self.__dict__ else {}
-        ctx = self.baselines
-        return RunResult(
-            provenance=prov,
-            run_dir=str(self.options.run_dir),
-            started_at=self.started_at,  # type: ignore[arg-type]
-            finished_at=utcnow(),
-            cases=cases,
-            checks=self.checks,
-            servers=[*self.server_records.values(), *self._scenario_servers()],
-            paired_nospec={k.id: v for k, v in paired.items()},
-            baseline_path=str(ctx.path) if ctx.path else None,
-            baseline_note=ctx.note,
-            compare_rules=self.profile.compare,
-            retry_inconclusive=self.retry_cap,
-            tpot_gain_floors={k.id: floor for k in paired
-                              if (floor := self.measurer.gain_floor(k)) is not None},
-            scenarios=self.scenario_results,
-            time_scenarios=self.time_scenario_results if self.time_scenarios_ran else None,
-            pinned_acceptance=({k.id: v for k, v in self.measurer.pinned.items()}
-                               if "measurer" in self.__dict__ else {}),
-            pinned_rates=(dict(self.measurer.pinned_rates)
-                          if "measurer" in self.__dict__ else {}),
-        )
-
-    def _scenario_servers(self) -> list[ServerRecord]:
-        """The scenarios' server starts, named ``<config>@<scenario>``."""
-        if "scenarios" not in self.__dict__:
-            return []
-        return [r.model_copy(update={"config_id": f"{r.config_id}@{kind}"})
-                for kind, pool in self.scenarios.pools.items() for r in pool.records.values()]
+        return run_assembly.assemble_run(
+            self.get_provenance(), run_dir=self.options.run_dir, started_at=self.started_at,
+            checks=self.checks, configs=self.plan.ordered_configs(),
+            measurer=self._built("measurer"), pool=self._built("pool"),
+            scenarios=self._built("scenarios"), baselines=self.baselines,
+            compare_rules=self.profile.compare, retry_cap=self.retry_cap,
+            time_scenarios=self.time_scenario_results)
 
     def with_time_breakdown(self, run: RunResult) -> RunResult:
         """``run`` with where the wall time went so far (phases still open count up to now)."""
-        return run.model_copy(update={"time_breakdown": self.clock.breakdown()})
-
-    def updated_baseline(self, run: RunResult) -> Baseline:
-        """The run's cases over the old baseline's (a `-k` subset keeps the rest)."""
-        return self.baselines.updated_baseline(run)
+        return run_assembly.with_time_breakdown(run, self.clock)
 
 
 def default_run_dir(rootdir: Path, profile: str) -> Path:

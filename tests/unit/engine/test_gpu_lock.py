@@ -68,3 +68,27 @@ def test_the_lock_is_counted_within_one_process(tmp_path: Path) -> None:
     assert subprocess.run(probe, env=env, capture_output=True, check=False).returncode != 0
     gpu_lock.release(path)
     assert subprocess.run(probe, env=env, capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.parametrize("off", ["off", "0", " False ", "no"])
+def test_a_run_takes_no_lock_when_the_variable_says_off(
+        monkeypatch: pytest.MonkeyPatch, off: str) -> None:
+    monkeypatch.setenv("SPECPERF_GPU_LOCK", off)
+    said: list[str] = []
+    assert gpu_lock.take_for_run("profile x", said.append) is None
+    assert said == []
+
+
+def test_a_run_takes_the_lock_the_variable_names(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "mine.lock"
+    monkeypatch.setenv("SPECPERF_GPU_LOCK", str(path))
+    said: list[str] = []
+    taken = gpu_lock.take_for_run("profile x, run dir y", said.append)
+    try:
+        assert taken == path
+        assert path.read_text() == f"pid {os.getpid()}: profile x, run dir y\n"
+        assert said == [f"specperf: GPU machine lock {path} taken (SPECPERF_GPU_LOCK)"]
+    finally:
+        gpu_lock.release(path)
+    assert path.read_text() == ""

@@ -162,7 +162,7 @@ def test_baseline_of_other_prompts_compares_no_case_and_is_not_merged_into(
 
     with_baseline(ps, [stored], prov, path)
     assert ps.baselines.mismatch(case) is None and ps.baselines.case(case) == stored
-    assert {c.case for c in ps.updated_baseline(run).cases} == {case, run.cases[0].case}
+    assert {c.case for c in ps.baselines.updated_baseline(run).cases} == {case, run.cases[0].case}
 
     # The dataset changed since the baseline was recorded: no case compares, and an
     # update does not keep the old cases beside the new ones.
@@ -170,7 +170,7 @@ def test_baseline_of_other_prompts_compares_no_case_and_is_not_merged_into(
     why = ps.baselines.mismatch(case)
     assert why is not None and "0" * 16 in why and prov.prompts_hash in why
     assert "--perf-update-baselines" in why and ps.baselines.case(case) is None
-    assert [c.case for c in ps.updated_baseline(run).cases] == [run.cases[0].case]
+    assert [c.case for c in ps.baselines.updated_baseline(run).cases] == [run.cases[0].case]
 
     # A baseline from before prompts were hashed compares as before.
     with_baseline(ps, [stored], prov.model_copy(update={"prompts_hash": None}), path)
@@ -194,7 +194,7 @@ def test_a_runs_twin_is_kept_in_the_baseline_until_its_case_is_measured_again(
     run = run.model_copy(update={"provenance": prov, "cases": [result(c1, 1), result(c2, 2)],
                                  "pinned_acceptance": {c1.id: result(c1, 5)},
                                  "pinned_rates": {cfg.id: [0.5, 0.25]}})
-    base = ps.updated_baseline(run)
+    base = ps.baselines.updated_baseline(run)
     assert base.pinned_acceptance == {c1.id: run.pinned_acceptance[c1.id]}
     assert base.pinned_rates == {cfg.id: [0.5, 0.25]}
     assert Baseline.model_validate_json(base.model_dump_json()) == base
@@ -204,9 +204,9 @@ def test_a_runs_twin_is_kept_in_the_baseline_until_its_case_is_measured_again(
     ps.baselines = BaselineContext(p, prov.prompts_hash, None, base)
     again = run.model_copy(update={"cases": [result(c2, 3)], "pinned_acceptance": {},
                                    "pinned_rates": {}})
-    assert ps.updated_baseline(again).pinned_acceptance == base.pinned_acceptance
+    assert ps.baselines.updated_baseline(again).pinned_acceptance == base.pinned_acceptance
     again = again.model_copy(update={"cases": [result(c1, 4)]})
-    kept = ps.updated_baseline(again)
+    kept = ps.baselines.updated_baseline(again)
     assert kept.pinned_acceptance == {} and kept.pinned_rates == {}
 
 def _slow_trials(seed: int, n: int, factor: float) -> list[Trial]:
@@ -338,7 +338,7 @@ def _later_setup(tmp_path: Path, said: list[str], fresh: float = 1.5,
     ps, cfg = _flagged_setup(tmp_path, said)
     ps.profile.compare.confirm_after_matrix = True
     n = ps.repeats
-    ps.wanted.update({cfg.id: {1}, "self-k3": {1}})  # the measurer's too
+    ps.plan.wanted.update({cfg.id: {1}, "self-k3": {1}})  # the measurer's too
     ps.measurer.runner = FakeRunner(iter(  # type: ignore[assignment]
         _slow_trials(11, n, 1.5) + _slow_trials(12, n, 1.0) + _slow_trials(13, n, fresh)))
     started = fresh_starts(ps)
@@ -431,27 +431,6 @@ def test_flags_left_waiting_at_the_end_say_why(tmp_path: Path) -> None:
     assert rec.trials == rec.first_trials == ps.repeats and not rec.outcome
 
 
-def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path: Path) -> None:
-    ps = session(tmp_path, None, [])
-    nospec = ps.profile.nospec
-    assert nospec is not None
-    c1 = Case(config_id="draft-k2", concurrency=1)
-    ps.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
-    at_once = {k: ps.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
-    assert at_once == {k: ["draft-k2", nospec.id] for k in at_once}
-    ps.profile.compare.confirm_after_matrix = True
-    later = {k: ps.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
-    # The matrix item measures draft-k2; the judged ones need only the no-spec server its
-    # fresh start would pair with.
-    assert later == {"requests": ["draft-k2", nospec.id], "tpot_gain": [nospec.id],
-                     "latency": [nospec.id]}
-    # A config only judged items select is measured by them: they need its server.
-    alone = session(tmp_path, None, [])
-    alone.profile.compare.confirm_after_matrix = True
-    alone.select([("latency", c1)])
-    assert alone.needed_configs("latency", c1) == ["draft-k2"]
-
-
 # --- the pinned-acceptance twin (docs/attribution.md) ----------------------------------
 
 
@@ -477,7 +456,7 @@ def twin_session(tmp_path: Path, said: list[str], *, baseline: bool,
         attribute=True)
     ps = PerfSession(options=opts, say=said.append)
     ps.profile.compare.confirm_on_fresh_server = False
-    ps.wanted = {"draft-k2": {1}}
+    ps.plan.wanted.update({"draft-k2": {1}})
     if baseline:
         cfg = ps.profile.config("draft-k2")
         base = case_result(Case(config_id="draft-k2", concurrency=1), cfg, trials_of(3, 3),
@@ -496,14 +475,6 @@ def twin_session(tmp_path: Path, said: list[str], *, baseline: bool,
     runner = TwinRunner(iter(trials_of(seed=11, n=20)))
     ps.measurer.runner = runner  # type: ignore[assignment]
     return ps, runner, started
-
-
-def test_attribute_gives_every_fixed_k_spec_config_a_twin(tmp_path: Path) -> None:
-    ps, _, _ = twin_session(tmp_path, [], baseline=False)
-    # cpu-ci: draft-k2 and self-k3 are fixed-k spec configs; nospec has nothing to pin.
-    assert ps.attributed_configs() == {"draft-k2", "self-k3"}
-    ps.options.attribute = False
-    assert ps.attributed_configs() == set()
 
 
 def test_the_twin_runs_a_trial_after_each_of_the_configs_own(tmp_path: Path) -> None:

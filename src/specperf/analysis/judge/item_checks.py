@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from specperf.analysis import gate
 from specperf.analysis.judge.models import CaseComparison
-from specperf.config.profile import AcceptanceGate, Load
+from specperf.config.profile import Profile
 from specperf.schemas import Case, CaseResult, GateCheck
 
 __all__ = ["ITEM_KINDS", "item_checks"]
@@ -27,20 +27,22 @@ __all__ = ["ITEM_KINDS", "item_checks"]
 ITEM_KINDS = ("requests", "acceptance", "tpot_gain", "latency", "throughput")
 
 
-def item_checks(kind: str, case: Case, result: CaseResult, *, load: Load,
-                acceptance: AcceptanceGate | None, acceptance_exact: bool,
+def item_checks(kind: str, case: Case, result: CaseResult, profile: Profile, *,
                 judged: CaseComparison | None, no_baseline_reason: str,
                 mismatch: str | None) -> list[GateCheck]:
-    """The checks of the ``kind`` item of ``case`` (measured as ``result``; ``judged``:
-    its comparison, None when it has none)."""
+    """The checks of the ``kind`` item of ``case`` (measured as ``result``, gated by
+    ``profile``; ``judged``: its comparison, None when it has none; ``mismatch``: why its
+    baseline case may not be compared, None when it may)."""
     if kind not in ITEM_KINDS:
         raise ValueError(f"unknown perf case kind {kind!r}; known: {ITEM_KINDS}")
     checks: list[GateCheck] = []
     if kind == "requests":
-        return [gate.check_requests(result, load)]
+        return [gate.check_requests(result, profile.load)]
     if kind == "acceptance":
+        acceptance = profile.gates_for(profile.config(case.config_id)).acceptance
         assert acceptance is not None, "an acceptance item exists only with its gate"
-        checks = gate.check_acceptance(result, acceptance, exact=acceptance_exact)
+        checks = gate.check_acceptance(result, acceptance,
+                                       exact=profile.compare.acceptance_exact)
     if judged is not None:
         checks += gate.from_comparison(kind, judged)
     if kind in ("latency", "throughput") and not checks:

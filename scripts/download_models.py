@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from specperf.config.exits import Exit  # noqa: E402 - after the path above
-from specperf.config.profile import TINY_PREFIX, Profile, ProfileError, load_profile  # noqa: E402
+from specperf.config.profile import Profile, ProfileError, load_profile, on_hub  # noqa: E402
 
 #: Weight formats vLLM does not load where safetensors exist (vllm's model loader).
 OTHER_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.h5", "*.msgpack", "original/*")
@@ -41,10 +41,6 @@ class Model:
     repo: str
     revision: str | None
     why: str
-
-
-def _on_hub(ref: str) -> bool:
-    return not ref.startswith(TINY_PREFIX) and not Path(ref).expanduser().exists()
 
 
 def _tokenizers(args: list[str]) -> list[str]:
@@ -63,15 +59,13 @@ def models_of(profile: Profile) -> list[Model]:
     for c in profile.server_configs:
         draft = c.draft_model
         if draft is not None:
-            rev = (c.speculative_config or {}).get("revision")
-            found.append(Model(draft, rev if isinstance(rev, str) else None,
-                               f"draft of {c.id}"))
+            found.append(Model(draft, c.draft_revision, f"draft of {c.id}"))
     for where, args in profile.serve_args_lists():
         found += [Model(t, None, f"--tokenizer in {where}") for t in _tokenizers(args)]
     seen: set[tuple[str, str | None]] = set()
     out = []
     for m in found:
-        if _on_hub(m.repo) and (m.repo, m.revision) not in seen:
+        if on_hub(m.repo) and (m.repo, m.revision) not in seen:
             seen.add((m.repo, m.revision))
             out.append(m)
     return out

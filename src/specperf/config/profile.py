@@ -291,6 +291,12 @@ class ServerConfig(_Strict):
         m = self.speculative_config.get("model")
         return str(m) if m is not None else None
 
+    @property
+    def draft_revision(self) -> str | None:
+        """The draft model's pinned commit: its speculative_config's `revision`, if a string."""
+        rev = (self.speculative_config or {}).get("revision")
+        return rev if isinstance(rev, str) else None
+
 
 class Profile(_Strict):
     name: str
@@ -478,17 +484,17 @@ class Profile(_Strict):
         src = self.source or Path("<profile>")
         why = (f"{src}: field `{where}` has --trust-remote-code, which runs Python from the "
                "model's Hugging Face repository, as it is when the server starts")
-        if self.revision is None and _on_hub(self.target):
+        if self.revision is None and on_hub(self.target):
             return (f"{why}, and the profile has no `revision` to pin it — fix: review the "
                     f"code at a commit of https://huggingface.co/{self.target}/commits/main "
                     "and pin that commit: add revision = \"<40-character commit>\" at the "
                     "top of the profile (or remove --trust-remote-code)")
         for i, c in enumerate(self.server_configs):
             draft = c.draft_model
-            if draft is None or not _on_hub(draft):
+            if draft is None or not on_hub(draft):
                 continue
-            rev = (c.speculative_config or {}).get("revision")
-            if not (isinstance(rev, str) and COMMIT.match(rev)):
+            rev = c.draft_revision
+            if not (rev is not None and COMMIT.match(rev)):
                 return (f"{why}; the draft model {draft!r} of server_configs[{i}] (id "
                         f"{c.id!r}) runs with it too, and its speculative_config has no "
                         "commit as `revision` — fix: add revision = \"<40-character "
@@ -636,7 +642,7 @@ def _config_trusts(arg: str, following: list[str]) -> bool:
     return bool(_TRUST_YAML.search(text))
 
 
-def _on_hub(model: str) -> bool:
+def on_hub(model: str) -> bool:
     """Whether vLLM fetches ``model`` from the Hugging Face hub (not a generated tiny
     model, not a directory on this machine)."""
     if model.startswith(TINY_PREFIX):

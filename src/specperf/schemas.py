@@ -476,6 +476,10 @@ class CaseResult(_Model):
 #: because other processes kept the machine busy (acceptance is still judged). "skip":
 #: nothing to judge against (no baseline case).
 Outcome = Literal["pass", "fail", "inconclusive", "busy", "skip"]
+#: What one sample of a judged metric was. Trials and requests are measured again by a fresh
+#: server start; counters (exactly repeatable) and a baseline's summary figures are not
+#: (specperf.analysis.judge.follow_up.RE_MEASURABLE).
+SampleKind = Literal["trials", "requests", "trial_means", "summary", "counters"]
 
 #: The test kinds whose checks judge timings (a busy machine leaves them unmeasured).
 TIMING_GATES = ("tpot_gain", "latency", "throughput", "ttft_budget", "throughput_budget")
@@ -500,6 +504,15 @@ class GateCheck(_Model):
     held_by: str | None = Field(
         None, description="the hold rule that made the comparison behind this check "
                           "INCONCLUSIVE (Comparison.held_by); None: its numbers decided")
+    # Written only when set: run files of checks that do not record it stay byte-identical.
+    samples: SampleKind | None = Field(
+        None, description="what one sample of the check's numbers was (\"trials\", "
+                          "\"requests\", \"counters\", …): whether a fresh server start can "
+                          "confirm or clear its FAIL; None: not recorded")
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(self, handler, ("samples",))
 
     @property
     def delta(self) -> float | None:

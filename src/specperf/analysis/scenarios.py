@@ -82,7 +82,8 @@ def check_hit_rate(spec: CaseResult, nospec: CaseResult, tolerance: float) -> Ga
     def mk(outcome: str, msg: str, current: float | None = None,
            baseline: float | None = None) -> GateCheck:
         return GateCheck(case=case, gate="prefix_cache", metric="prefix-cache hit rate",
-                         higher_is_better=True, baseline=baseline, current=current,
+                         samples="counters", higher_is_better=True, baseline=baseline,
+                         current=current,
                          threshold=None if baseline is None else max(baseline - tolerance, 0.0),
                          outcome=outcome, message=msg)  # type: ignore[arg-type]
 
@@ -115,7 +116,7 @@ def check_gain(spec: CaseResult, nospec: CaseResult, floor: float,
                where: str = "prefix-cache scenario", segment: str | None = None) -> GateCheck:
     """The spec case's paired TPOT gain on the scenario's prompts against its floor;
     ``segment`` (e.g. "bucket long") goes into the metric's name."""
-    comparison, _ = gain_vs_floor(spec, nospec, floor, rules)
+    comparison, samples = gain_vs_floor(spec, nospec, floor, rules)
     busy = busy_reason(spec.trials, nospec.trials)
     outcome = outcome_of(comparison, busy=busy is not None)
     if outcome == "busy":
@@ -126,7 +127,8 @@ def check_gain(spec: CaseResult, nospec: CaseResult, floor: float,
     current = comparison.current if math.isfinite(comparison.current) else None
     metric = comparison.metric if segment is None else f"{comparison.metric} [{segment}]"
     return GateCheck(case=spec.case, gate=gate, metric=metric,  # type: ignore[arg-type]
-                     unit="×", higher_is_better=True, current=current, threshold=floor,
+                     samples=samples, unit="×", higher_is_better=True, current=current,  # type: ignore[arg-type]
+                     threshold=floor,
                      outcome=outcome, message=message)
 
 
@@ -174,10 +176,11 @@ def check_segment_acceptance(kind: str, spec: SegmentedScenario, segment: str,
     metric = f"acceptance rate [{word} {segment}]"
 
     def mk(outcome: str, msg: str, m: str = metric, current: float | None = None,
-           baseline: float | None = None, threshold: float | None = None) -> GateCheck:
+           baseline: float | None = None, threshold: float | None = None,
+           samples: str | None = "counters") -> GateCheck:
         return GateCheck(case=case, gate=kind, metric=m, higher_is_better=True,  # type: ignore[arg-type]
-                         baseline=baseline, current=current, threshold=threshold,
-                         outcome=outcome, message=msg)  # type: ignore[arg-type]
+                         samples=samples, baseline=baseline, current=current,  # type: ignore[arg-type]
+                         threshold=threshold, outcome=outcome, message=msg)  # type: ignore[arg-type]
 
     if result.n_errors:
         # A prompt longer than the server's --max-model-len is refused, and would otherwise
@@ -187,7 +190,7 @@ def check_segment_acceptance(kind: str, spec: SegmentedScenario, segment: str,
                            f"{result.n_errors} of {result.n_requests} requests failed "
                            f"(first: {first}) — is a prompt longer than the server's "
                            "--max-model-len? (the scenario's serve_args can raise it)",
-                   m=f"requests [{word} {segment}]")]
+                   m=f"requests [{word} {segment}]", samples=None)]
     acc = result.acceptance
     rate = acc.rate if acc is not None else None
     if rate is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from specperf.analysis import outside_load
 from specperf.analysis.aggregate import case_result
@@ -28,21 +28,12 @@ from specperf.analysis.attribution import pinned_rates
 from specperf.config.profile import Profile, ServerConfig
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RESTARTS, RunClock
+from specperf.engine.confirmation import flag_ids, measure_flags_again
 from specperf.engine.observer import RunObserver
+from specperf.engine.plan_steps import PlanFeedback, PlanStep, TrialSpec, carry_out
 from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_line
 from specperf.engine.servers import ServerPool
-from specperf.engine.trial_plan import (
-    Compare,
-    PlanFeedback,
-    PlanOutcome,
-    PlanStep,
-    Restart,
-    RunTrials,
-    Say,
-    flag_ids,
-    measure_flags_again,
-    trial_plan,
-)
+from specperf.engine.trial_plan import PlanOutcome, trial_plan
 from specperf.engine.trials import TrialRunner
 from specperf.schemas import Case, CaseResult, Trial
 
@@ -50,8 +41,11 @@ if TYPE_CHECKING:
     from collections.abc import Generator
 
     from specperf.analysis.compare import BesideReference, CaseComparison
+    from specperf.analysis.judge.follow_up import FollowUp
 
 __all__ = ["CaseMeasurer", "MeasureError"]
+
+Outcome = TypeVar("Outcome")
 
 #: Log lines shown after a case's failed requests (the server is still up; its last
 #: lines are usually the failed requests' own).
@@ -287,27 +281,24 @@ class CaseMeasurer:
         )
 
     def _carry_out(self, run: _ConfigRun,
-                   plan: Generator[PlanStep, PlanFeedback, PlanOutcome]) -> PlanOutcome:
-        feedback: PlanFeedback = None
-        while True:
-            try:
-                step = plan.send(feedback)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            feedback = None
-            if isinstance(step, RunTrials):
-                for spec in step.trials:
-                    self._one_trial(run, spec.concurrency, spec.warmup)
-            elif isinstance(step, Compare):
-                reference = self._reference(run)  # one per config: its cases share it
-                feedback = {c: self._compare_now(run, c, reference)
-                            for c in step.concurrencies}
-            elif isinstance(step, Restart):
-                feedback = self._restart(run, step.concurrencies)
-            elif isinstance(step, Say):
-                self.say(step.line)
-            else:  # pragma: no cover - a new step kind without its handler
-                raise TypeError(f"unknown trial plan step {step!r}")
+                   plan: Generator[PlanStep, PlanFeedback, Outcome]) -> Outcome:
+        def run_trials(specs: tuple[TrialSpec, ...]) -> None:
+            for spec in specs:
+                self._one_trial(run, spec.concurrency, spec.warmup)
+
+        def compare(concs: tuple[int, ...]) -> dict[int, CaseComparison | None]:
+            reference = self._reference(run)  # one per config: its cases share it
+            return {c: self._compare_now(run, c, reference) for c in concs}
+
+        def judge(concs: tuple[int, ...]) -> dict[int, FollowUp | None]:
+            # Here: compare loads scipy, which only a run that compares as it goes needs.
+            from specperf.analysis.judge.follow_up import follow_up_of_comparison
+
+            return {c: None if cc is None else follow_up_of_comparison(cc)
+                    for c, cc in compare(concs).items()}
+
+        return carry_out(plan, run_trials=run_trials, compare=compare, judge=judge,
+                         restart=lambda concs: self._restart(run, concs), say=self.say)
 
     def _one_trial(self, run: _ConfigRun, c: int, warmup: bool) -> None:
         current = run.current = Case(config_id=run.cfg.id, concurrency=c)

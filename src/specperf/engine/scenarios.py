@@ -23,19 +23,24 @@ as prefix caching's rounds). The two scenarios share their servers (the profile'
 serve_args, started once for both, logs in ``<run dir>/scenarios/segmented/``), stopped
 when the last of them selected is done.
 
+Fresh-server confirmation is the matrix's (specperf.engine.confirmation, carried out by
+:meth:`ScenarioRunner._confirm`): a spec case's FAIL that a fresh start can change (its
+TPOT gain, measured from trials; never its hit rate or acceptance, which are counters) is
+measured again on a fresh start of its server, with new paired no-spec trials, and the case
+records what it did (``CaseResult.confirmation``).
+
 Why one module past 600 lines: the three workload scenarios share one round structure
-(no-spec trial, then each spec server's on the same prompts) and one fresh-server
-confirmation; the confirmation is the first thing to move out, into the component the
-measurer uses too (issue #44).
+(no-spec trial, then each spec server's on the same prompts), written once here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specperf.analysis.aggregate import case_result
+from specperf.analysis.judge.follow_up import FollowUp, follow_up_of_checks
 from specperf.analysis.scenarios import prefix_cache_checks, segmented_checks
 from specperf.config.profile import Profile, ServerConfig
 from specperf.config.scenarios import (
@@ -47,14 +52,24 @@ from specperf.config.scenarios import (
     SegmentedScenario,
 )
 from specperf.engine.clock import RESTARTS, WARMUPS, RunClock
+from specperf.engine.confirmation import confirm_on_fresh_server
 from specperf.engine.datasets import DatasetError, category_prompts, load_prompts
 from specperf.engine.load import run_load
 from specperf.engine.observer import LineObserver, RunObserver
+from specperf.engine.plan_steps import TrialSpec, carry_out
 from specperf.engine.server import ServerError, VllmServer, stop_each
 from specperf.engine.servers import ServerPool
 from specperf.engine.tiny import synthetic_text
 from specperf.engine.trials import TrialRunner
-from specperf.schemas import Case, CaseResult, GateCheck, ScenarioResult, ScenarioSegment, Trial
+from specperf.schemas import (
+    Case,
+    CaseResult,
+    FreshServerConfirmation,
+    GateCheck,
+    ScenarioResult,
+    ScenarioSegment,
+    Trial,
+)
 
 __all__ = ["SEGMENTED_KINDS", "WORKLOAD_SCENARIO_KINDS", "ScenarioError", "ScenarioRunner",
            "Segment", "category_segments", "context_length_segments", "prefix_cache_profile",
@@ -200,6 +215,7 @@ class _Config:
     paired: list[Trial] = field(default_factory=list)
     error: str | None = None
     start: int | None = None
+    confirmation: FreshServerConfirmation | None = None
 
 
 @dataclass
@@ -213,6 +229,7 @@ class _SegmentedConfig:
     paired: dict[str, list[Trial]] = field(default_factory=dict)
     start: int | None = None
     warm: bool = False
+    confirmation: FreshServerConfirmation | None = None
 
 
 @dataclass
@@ -316,15 +333,11 @@ class ScenarioRunner:
         try:
             for r in range(repeats):
                 self._round(runner, prompts, spec, r, nospec, specs, c)
+            for s in specs if prof.compare.confirm_on_fresh_server else []:
+                self._confirm_prefix_cache(prof, pool, runner, prompts, spec, nospec, specs, s,
+                                           c)
             result = self._result(prof, spec, nospec, specs, c)
             checks = self._judge(prof, spec, result)
-            flagged = [s for s in specs if any(
-                ch.outcome == "fail" and ch.metric != "prefix-cache hit rate"
-                for ch in checks.get(Case(config_id=s.cfg.id, concurrency=c).id, []))]
-            if flagged and prof.compare.confirm_on_fresh_server:
-                self._confirm(pool, runner, prompts, spec, nospec, flagged, repeats, c)
-                result = self._result(prof, spec, nospec, specs, c)
-                checks = self._judge(prof, spec, result)
         except (ServerError, RuntimeError) as exc:
             errors["*"] = f"measuring failed: {exc}"
             return
@@ -362,27 +375,71 @@ class ScenarioRunner:
             t = runner.trial(s.server, c, index, warmup=False)
             s.trials.append(t if s.start is None else t.model_copy(update={"server_start": s.start}))
 
-    def _confirm(self, pool: ServerPool, runner: TrialRunner, prompts: _RoundPrompts,
-                 spec: PrefixCacheScenario, nospec: _Config, flagged: list[_Config],
-                 repeats: int, c: int) -> None:
-        """The flagged spec configs' servers started again fresh, and measured again for
-        as many rounds (with new paired no-spec trials); the trials say which start."""
-        for s in flagged:
-            self.say(f"specperf: scenario prefix_cache: {s.cfg.id}: TPOT gain wholly below its "
-                     "floor — confirming on a fresh server")
+    def _confirm(self, kind: str, run: _Config | _SegmentedConfig, c: int, *,
+                 restart: Callable[[], None], run_rounds: Callable[[int], None],
+                 judge: Callable[[], list[GateCheck]], trials: Callable[[], int]) -> None:
+        """The matrix's fresh-server confirmation (specperf.engine.confirmation) for one
+        spec config of a scenario: judged now, and when a FAIL a fresh start can change
+        stands, its server started again (``restart``), measured again for as many
+        rounds (``run_rounds``) and judged on both starts. The record lands on the
+        config's case (``run.confirmation``)."""
+        per_round = max(trials() // max(self._rounds_of(run), 1), 1)
+
+        def judged(concs: tuple[int, ...]) -> Mapping[int, FollowUp | None]:
+            return {c: follow_up_of_checks(judge(), trials())}
+
+        def restarted(concs: tuple[int, ...]) -> str | None:
             try:
                 with self.clock.phase(RESTARTS, whole=True):
-                    pool.restart(s.cfg.id)
-                s.server = self._started(pool, s.cfg.id, spec, c)
+                    restart()
             except (ServerError, RuntimeError) as exc:
-                self.say(f"specperf: scenario prefix_cache: {s.cfg.id}: the fresh server did "
-                         f"not start ({exc}); the first start's measurement stands")
-                continue
+                return exc.cause if isinstance(exc, ServerError) else str(exc)
+            return None
+
+        def measured(specs: tuple[TrialSpec, ...]) -> None:
+            # The plan asks for as many trials as the first start had; a round is
+            # ``per_round`` of them (one a segment).
+            run_rounds(max(len(specs) // per_round, 1))
+
+        done = carry_out(
+            confirm_on_fresh_server(run.cfg.id, (c,)), run_trials=measured, judge=judged,
+            restart=restarted,
+            say=lambda line: self.say(line.replace("specperf: ", f"specperf: scenario {kind}: ",
+                                                   1)))
+        run.confirmation = done.get(c)
+
+    @staticmethod
+    def _rounds_of(run: _Config | _SegmentedConfig) -> int:
+        if isinstance(run, _Config):
+            return len(run.trials)
+        return max((len(ts) for ts in run.trials.values()), default=0)
+
+    def _confirm_prefix_cache(self, prof: Profile, pool: ServerPool, runner: TrialRunner,
+                              prompts: _RoundPrompts, spec: PrefixCacheScenario,
+                              nospec: _Config, specs: list[_Config], s: _Config,
+                              c: int) -> None:
+        """:meth:`_confirm` for one spec config of the prefix-cache scenario: its fresh
+        server is warmed (the shared prefix in its cache) before its rounds, which get new
+        paired no-spec trials and new questions."""
+        case_id = Case(config_id=s.cfg.id, concurrency=c).id
+
+        def restart() -> None:
+            pool.restart(s.cfg.id)
+            s.server = self._started(pool, s.cfg.id, spec, c)
             s.trials = [t.model_copy(update={"server_start": 0}) for t in s.trials]
             s.start = 1
+
+        def run_rounds(n: int) -> None:
             first = len(s.trials)
-            for r in range(repeats):
+            for r in range(n):
                 self._round(runner, prompts, spec, first + r, nospec, [s], c)
+
+        def judge() -> list[GateCheck]:
+            result = self._result(prof, spec, nospec, specs, c)
+            return self._judge(prof, spec, result).get(case_id, [])
+
+        self._confirm("prefix_cache", s, c, restart=restart, run_rounds=run_rounds,
+                      judge=judge, trials=lambda: len(s.trials))
 
     def _result(self, prof: Profile, spec: PrefixCacheScenario, nospec: _Config,
                 specs: list[_Config], c: int) -> ScenarioResult:
@@ -398,7 +455,8 @@ class ScenarioRunner:
                 continue
             case = Case(config_id=s.cfg.id, concurrency=c)
             cases.append(case_result(case, s.cfg, s.trials, s.server.version,
-                                     prof.config_hash(s.cfg)))
+                                     prof.config_hash(s.cfg)).model_copy(
+                update={"confirmation": s.confirmation}))
             paired[case.id] = case_result(n_case, nospec.cfg, s.paired, nospec.server.version,
                                           prof.config_hash(nospec.cfg))
         return ScenarioResult(kind="prefix_cache", cases=cases, paired_nospec=paired)
@@ -497,8 +555,8 @@ class ScenarioRunner:
                 continue
             specs.append(run)
 
-        def rounds(configs: list[_SegmentedConfig], first: int) -> None:
-            for r in range(first, first + repeats):
+        def rounds(configs: list[_SegmentedConfig], first: int, n: int = repeats) -> None:
+            for r in range(first, first + n):
                 for k, segment in enumerate(segments):
                     current[0] = segment.prompts
                     self._segment_round(runner, segment, r * len(segments) + k, nospec,
@@ -506,33 +564,39 @@ class ScenarioRunner:
 
         try:
             rounds(specs, 0)
+            for s in specs if prof.compare.confirm_on_fresh_server else []:
+                self._confirm_segmented(kind, prof, spec, pool, segments, nospec, specs, s,
+                                        c, rounds)
             result = self._segmented_result(kind, prof, segments, nospec, specs, c)
             checks = self._judge_segmented(prof, spec, result)
-            flagged = [s for s in specs if any(
-                ch.outcome == "fail" and ch.metric.startswith("TPOT gain")
-                for ch in checks.get(Case(config_id=s.cfg.id, concurrency=c).id, []))]
-            for s in flagged if prof.compare.confirm_on_fresh_server else []:
-                self.say(f"specperf: scenario {kind}: {s.cfg.id}: TPOT gain wholly below its "
-                         "floor in a segment — confirming on a fresh server")
-                try:
-                    with self.clock.phase(RESTARTS, whole=True):
-                        s.server = pool.restart(s.cfg.id)
-                except (ServerError, RuntimeError) as exc:
-                    self.say(f"specperf: scenario {kind}: {s.cfg.id}: the fresh server did not "
-                             f"start ({exc}); the first start's measurement stands")
-                    continue
-                s.trials = {g: [t.model_copy(update={"server_start": 0}) for t in ts]
-                            for g, ts in s.trials.items()}
-                s.start, s.warm = 1, False
-                rounds([s], repeats)
-            if flagged and prof.compare.confirm_on_fresh_server:
-                result = self._segmented_result(kind, prof, segments, nospec, specs, c)
-                checks = self._judge_segmented(prof, spec, result)
         except (ServerError, RuntimeError) as exc:
             errors["*"] = f"measuring failed: {exc}"
             return
         self.results[kind] = result
         self.checks[kind] = checks
+
+    def _confirm_segmented(self, kind: str, prof: Profile, spec: SegmentedScenario,
+                           pool: ServerPool,
+                           segments: list[Segment], nospec: _SegmentedConfig,
+                           specs: list[_SegmentedConfig], s: _SegmentedConfig, c: int,
+                           rounds: Callable[[list[_SegmentedConfig], int, int], None]) -> None:
+        """:meth:`_confirm` for one spec config of a segmented scenario: a round is every
+        segment's trial once (each with its new paired no-spec trial)."""
+        case_id = Case(config_id=s.cfg.id, concurrency=c).id
+
+        def restart() -> None:
+            s.server = pool.restart(s.cfg.id)
+            s.trials = {g: [t.model_copy(update={"server_start": 0}) for t in ts]
+                        for g, ts in s.trials.items()}
+            s.start, s.warm = 1, False
+
+        def judge() -> list[GateCheck]:
+            result = self._segmented_result(kind, prof, segments, nospec, specs, c)
+            return self._judge_segmented(prof, spec, result).get(case_id, [])
+
+        self._confirm(kind, s, c, restart=restart,
+                      run_rounds=lambda n: rounds([s], self._rounds_of(s), n), judge=judge,
+                      trials=lambda: sum(len(ts) for ts in s.trials.values()))
 
     def _segment_round(self, runner: TrialRunner, segment: Segment, index: int,
                        nospec: _SegmentedConfig, specs: list[_SegmentedConfig], c: int) -> None:
@@ -585,7 +649,7 @@ class ScenarioRunner:
         cases = [nospec_of(pooled(nospec.trials))] if nospec.trials else []
         paired_all: dict[str, CaseResult] = {}
         for s in measured:
-            cr = result_of(s, pooled(s.trials))
+            cr = result_of(s, pooled(s.trials)).model_copy(update={"confirmation": s.confirmation})
             cases.append(cr)
             paired_all[cr.case.id] = nospec_of(pooled(s.paired))
         return ScenarioResult(kind=kind, cases=cases, paired_nospec=paired_all,  # type: ignore[arg-type]

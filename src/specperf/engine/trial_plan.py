@@ -12,24 +12,15 @@ on real comparisons without a server (tests/unit/engine/test_trial_plan.py).
    :data:`RETRY_BATCH` more trials per round, interleaved, until decided or at the cap.
 3. **Fresh-server confirmation** (``[compare] confirm_on_fresh_server``): a case with a
    REGRESSION still standing (a latency, the throughput, or the gain below its floor) is
-   measured again, as many trials as it had, on a fresh start of its server; it stands
-   only if that start shows it too (stats.replicated). One start cannot tell its own
-   offset from a change of vLLM (measured: docs/validation.md). With ``[compare]
-   confirm_after_matrix`` the plan only names the flags (:class:`Flag`, in
-   ``PlanOutcome.deferred``); the measurer runs :func:`measure_flags_again` for them after
+   measured again on a fresh start of its server (:mod:`specperf.engine.confirmation`, the
+   component the scenarios carry out too). With ``[compare] confirm_after_matrix`` the
+   plan only names the flags (:class:`~specperf.engine.confirmation.Flag`, in
+   ``PlanOutcome.deferred``); the measurer runs ``measure_flags_again`` for them after
    every config's cases, so a change of the host lasting minutes cannot both raise a flag
    and confirm it.
 
-Steps and what the plan is sent back for each:
-
-=================  ==============================================================
-:class:`RunTrials`  run these trials, in order → ``None``
-:class:`Compare`    compare these cases, as measured so far, with the baseline →
-                    ``{concurrency: CaseComparison | None}``
-:class:`Restart`    mark these cases' trials as the first start's, start the
-                    server again → ``None``, or the cause when it did not start
-:class:`Say`        show this line → ``None``
-=================  ==============================================================
+The steps (RunTrials, Compare, Judge, Restart, Say) and what each is answered with:
+:mod:`specperf.engine.plan_steps`; the confirmation: :mod:`specperf.engine.confirmation`.
 
 The generator returns a :class:`PlanOutcome`: the retry and confirmation records per case.
 """
@@ -38,28 +29,23 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
+from specperf.engine.confirmation import Flag, confirm_on_fresh_server, flag_ids, flags
+from specperf.engine.plan_steps import (
+    Compare,
+    PlanFeedback,
+    PlanStep,
+    RunTrials,
+    Say,
+    TrialSpec,
+)
 from specperf.schemas import FreshServerConfirmation, InconclusiveRetry
 
 if TYPE_CHECKING:
     from specperf.analysis.compare import CaseComparison
 
-__all__ = [
-    "RETRY_BATCH",
-    "RETRY_CAP_FACTOR",
-    "Compare",
-    "Flag",
-    "PlanOutcome",
-    "Restart",
-    "RunTrials",
-    "Say",
-    "TrialSpec",
-    "flag_ids",
-    "flags",
-    "measure_flags_again",
-    "trial_plan",
-]
+__all__ = ["RETRY_BATCH", "RETRY_CAP_FACTOR", "PlanOutcome", "retry_batches", "trial_plan"]
 
 #: --perf-retry-inconclusive adds this many trials per round to an INCONCLUSIVE case. Two,
 #: not one: a single extra trial rarely moves an interval over a few trials, and every round
@@ -70,61 +56,6 @@ RETRY_BATCH = 2
 #: profile's repeats — enough for a few rounds, bounded so one noisy case cannot hold the
 #: run hostage.
 RETRY_CAP_FACTOR = 3
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    """One trial of the config's case at ``concurrency`` (with its paired no-spec trial,
-    if it has one); ``warmup``: send the warm-up requests first."""
-
-    concurrency: int
-    warmup: bool = False
-
-
-@dataclass(frozen=True)
-class RunTrials:
-    trials: tuple[TrialSpec, ...]
-
-
-@dataclass(frozen=True)
-class Compare:
-    concurrencies: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Restart:
-    concurrencies: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Say:
-    line: str
-
-
-PlanStep: TypeAlias = "RunTrials | Compare | Restart | Say"
-#: What a step found: comparisons for Compare, a failure cause for Restart, else None.
-PlanFeedback: TypeAlias = "Mapping[int, CaseComparison | None] | str | None"
-
-
-@dataclass(frozen=True)
-class Flag:
-    """A case flagged as a regression (against the baseline, or the TPOT gain against its
-    floor): the metrics a fresh server start can confirm or clear, and how many trials the
-    first start measured (the fresh one measures as many)."""
-
-    metrics: tuple[str, ...]
-    trials: int
-
-    def unconfirmed(self, note: str) -> FreshServerConfirmation:
-        """The record of a flag its fresh start could not measure: the first start's
-        measurement stands, and ``note`` says why."""
-        return FreshServerConfirmation(triggered_by=list(self.metrics), first_trials=self.trials,
-                                       trials=self.trials, note=note)
-
-
-def flag_ids(config_id: str, flagged: Mapping[int, Flag]) -> str:
-    """'draft-k2-c1 TPOT, E2E; draft-k2-c4 TPOT': the flags, as the console names them."""
-    return "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
 
 
 @dataclass(frozen=True)
@@ -224,59 +155,3 @@ def retry_batches(
     for c, rec in records.items():
         yield Say(f"specperf: {config_id}-c{c}: {rec.summary_line()}")
     return records
-
-
-def flags(concs: Sequence[int]) -> Generator[PlanStep, PlanFeedback, dict[int, Flag]]:
-    """The cases flagged as a regression as measured so far, by concurrency."""
-    # Here: compare loads scipy, which only a run that compares as it goes needs.
-    from specperf.analysis.compare import flagged_metrics
-
-    found = yield from _compare(concs)
-    out: dict[int, Flag] = {}
-    for c in concs:
-        cc = found.get(c)
-        if cc is not None and (metrics := flagged_metrics(cc)):
-            out[c] = Flag(tuple(metrics), cc.current_trials)
-    return out
-
-
-def confirm_on_fresh_server(
-    config_id: str, concs: Sequence[int],
-) -> Generator[PlanStep, PlanFeedback, dict[int, FreshServerConfirmation]]:
-    """Measure the flagged cases again on a fresh server, as many trials as each had (so
-    each start weighs the same), and judge them on both starts. Costs a server start only
-    when something is flagged."""
-    flagged = yield from flags(concs)
-    if not flagged:
-        return {}
-    yield Say(f"specperf: flagged as a regression ({flag_ids(config_id, flagged)}): "
-              "measuring again on a fresh vLLM server before deciding")
-    return (yield from measure_flags_again(config_id, flagged))
-
-
-def measure_flags_again(
-    config_id: str, flagged: Mapping[int, Flag],
-) -> Generator[PlanStep, PlanFeedback, dict[int, FreshServerConfirmation]]:
-    """Start the config's server again, measure each flagged case for as many trials as
-    its first start had, and judge it on both starts."""
-    again = tuple(sorted(flagged))
-    failed = yield Restart(again)
-    if failed is not None:
-        # The first start's measurement stands; the case says it is unconfirmed.
-        note = f"not confirmed: the fresh server did not start ({failed})"
-        yield Say(f"specperf: {config_id}: {note}")
-        return {c: f.unconfirmed(note) for c, f in flagged.items()}
-    most = max(f.trials for f in flagged.values())
-    yield RunTrials(tuple(TrialSpec(c, warmup=r == 0) for r in range(most)
-                          for c in again if r < flagged[c].trials))
-    now = yield from _compare(again)
-    out = {}
-    for c, f in flagged.items():
-        cc = now.get(c)
-        verdicts = {m.metric: m.verdict.value for m in cc.comparisons} if cc else {}
-        out[c] = FreshServerConfirmation(
-            triggered_by=list(f.metrics), first_trials=f.trials,
-            trials=cc.current_trials if cc else f.trials,
-            outcome={m: verdicts.get(m, "inconclusive") for m in f.metrics})
-        yield Say(f"specperf: {config_id}-c{c}: {out[c].summary_line()}")
-    return out

@@ -10,7 +10,7 @@ from specperf.analysis.scenarios import SEGMENT_WORD, prefix_counts
 from specperf.report.escape import md_escape
 from specperf.schemas import CaseResult, RunResult, ScenarioResult
 
-__all__ = ["SCENARIO_HEADERS", "scenario_markdown", "scenario_rows", "scenario_tables",
+__all__ = ["SCENARIO_HEADERS", "confirmation_lines", "scenario_markdown", "scenario_rows", "scenario_tables",
            "scenario_text", "scenario_title", "segment_headers", "segment_rows"]
 
 SCENARIO_HEADERS = ["config", "prefix-cache hit rate", "hit tokens / looked up", "acceptance",
@@ -91,8 +91,16 @@ def scenario_tables(s: ScenarioResult) -> tuple[str, list[str], list[list[str]]]
     return scenario_title(s.kind), SCENARIO_HEADERS, scenario_rows(s)
 
 
+def confirmation_lines(s: ScenarioResult) -> list[str]:
+    """'draft-k2-c1: TPOT gain flagged: measured again on a fresh server (5 + 5 trials):
+    …': what the fresh-server confirmation did to each of the scenario's cases."""
+    return [f"{r.case.id}: {r.confirmation.summary_line()}" for r in s.cases
+            if r.confirmation is not None]
+
+
 def scenario_text(run: RunResult) -> list[str]:
-    """Plain lines: a title and an aligned table per scenario (none without scenarios)."""
+    """Plain lines: a title and an aligned table per scenario (none without scenarios),
+    then what a fresh-server confirmation did there."""
     out: list[str] = []
     for s in run.scenarios:
         title, headers, body = scenario_tables(s)
@@ -101,6 +109,7 @@ def scenario_text(run: RunResult) -> list[str]:
         out.append(title)
         out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
                 .rstrip() for row in rows]
+        out += ["  " + line for line in confirmation_lines(s)]
     return out
 
 
@@ -116,4 +125,6 @@ def scenario_markdown(run: RunResult, heading: str = "###") -> str:
         out.append("|" + "---|" * len(headers))
         out += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in body]
         out.append("")
+        if lines := confirmation_lines(s):
+            out += [*(f"- {md_escape(line)}" for line in lines), ""]
     return "\n".join(out)

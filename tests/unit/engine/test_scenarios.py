@@ -35,10 +35,10 @@ from specperf.schemas import Acceptance, Case
 from tests.support import CPU_CI_PROFILE, make_requests, make_trial_of
 
 
-def _profile(tmp_path: Path, extra_config: str = ""):
+def _profile(tmp_path: Path, extra_config: str = "", table: str = ""):
     text = CPU_CI_PROFILE.read_text()
     at = text.index("[[server_configs]]")
-    table = "[scenarios.prefix_cache]\nrequests = 3\nconcurrency = 2\n\n"
+    table = table or "[scenarios.prefix_cache]\nrequests = 3\nconcurrency = 2\n\n"
     path = tmp_path / "p.toml"
     path.write_text(text[:at] + table + text[at:] + extra_config)
     return load_profile(path)
@@ -158,6 +158,8 @@ def test_segmented_trials_send_fewer_tokens_and_keep_the_servers(tmp_path: Path)
 class _FakeServer:
     config_id: str
     version: str = "0.32.0"
+    fresh: bool = False
+    model: str = "tiny"
 
 
 @dataclass
@@ -259,3 +261,123 @@ def test_workload_text_cuts_each_buckets_prompts_from_the_workloads_words() -> N
     with pytest.raises(DatasetError, match="text = 'workload', and the profile's workload gave "
                                            "no prompts — fix"):
         context_length_segments(spec, [])
+
+
+@dataclass
+class _RestartingPool(_FakePool):
+    """A pool whose restart gives a fresh server (``fresh``: its trials are its own)."""
+
+    restarted: list[str] = field(default_factory=list)
+
+    def restart(self, config_id: str) -> _FakeServer:
+        self.restarted.append(config_id)
+        return _FakeServer(config_id, fresh=True)
+
+
+class _SlowDraftTrials(_FakeTrials):
+    """The draft's TPOT at 0.3 s on its first start (gain 0.03/0.3 = 0.1×, wholly below
+    cpu-ci's floor of 0.2×) and at ``fresh_tpot_s`` on a fresh one; acceptance healthy."""
+
+    fresh_tpot_s = 0.3
+
+    def trial(self, server, c, index, warmup):
+        self.prompts()
+        type(self).calls.append((server.config_id, getattr(server, "fresh", False), warmup))
+        tpot = (0.03 if server.config_id == "nospec"
+                else self.fresh_tpot_s if getattr(server, "fresh", False) else 0.3)
+        acc = None if server.config_id == "nospec" else Acceptance(
+            drafts=50, draft_tokens=100, accepted_tokens=60, accepted_per_position=[])
+        return make_trial_of(make_requests(self.profile.load.requests_at(c), tpot_s=tpot),
+                             index=index, acceptance=acc)
+
+
+@pytest.mark.parametrize(("fresh_tpot_s", "stands"), [(0.3, True), (0.02, False)])
+def test_a_segmented_gain_below_its_floor_is_confirmed_on_a_fresh_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_tpot_s: float,
+        stands: bool) -> None:
+    """The matrix's confirmation (engine.confirmation), carried out by the scenario: the
+    gain's FAIL (samples from trials or requests) restarts the draft's server once, as many
+    rounds again with new paired no-spec trials, and the case records what it did; the
+    FAIL stands only when the fresh start shows it too."""
+    monkeypatch.setattr(scenarios, "TrialRunner", _SlowDraftTrials)
+    _SlowDraftTrials.calls, _SlowDraftTrials.fresh_tpot_s = [], fresh_tpot_s
+    said: list[str] = []
+    # 8 requests a trial: enough samples for the gain to be decided on one start.
+    profile = _segmented_profile(tmp_path, CONTEXT_TABLE.replace("requests = 2", "requests = 8"))
+    runner = ScenarioRunner(profile, tmp_path, tmp_path, repeats=5, max_outside_cores=0.0,
+                            say=said.append)
+    pool = _RestartingPool()
+    runner.pools[SEGMENTED_POOL] = pool  # type: ignore[assignment]
+    runner.wanted = {"context_length": {"draft-k2"}}
+    case = Case(config_id="draft-k2", concurrency=1)
+    checks = runner.evaluate("context_length", case)
+
+    assert pool.restarted == ["draft-k2"]
+    # 2 rounds × 2 buckets on each start, every draft trial beside its own no-spec one.
+    fresh = [call for call in _SlowDraftTrials.calls if call[1]]
+    assert len(fresh) == 4 and fresh[0][2] is True  # the fresh server warmed up once
+    assert [c[0] for c in _SlowDraftTrials.calls].count("nospec") == 8
+    result = runner.results["context_length"].case(case)
+    # Pooled segment by segment: each bucket's two first-start trials, then its two fresh.
+    assert [t.server_start for t in result.trials] == [0, 0, 1, 1] * 2
+    rec = result.confirmation
+    assert rec is not None and rec.first_trials == 4 and rec.trials == 8
+    assert set(rec.triggered_by) == {"TPOT gain [bucket short]", "TPOT gain [bucket long]"}
+    gains = {c.metric: c.outcome for c in checks if c.metric.startswith("TPOT gain")}
+    assert set(gains.values()) == ({"fail"} if stands else {"inconclusive"})
+    assert set(rec.outcome.values()) == ({"regression"} if stands else {"inconclusive"})
+    assert any(line.startswith("specperf: scenario context_length: flagged as a regression")
+               for line in said)
+
+
+def test_a_counters_fail_alone_starts_no_fresh_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Acceptance collapsing in a bucket (counters: exactly repeatable) FAILs without a
+    fresh start: another start could not change it."""
+    monkeypatch.setattr(scenarios, "TrialRunner", _FakeTrials)
+    _FakeTrials.calls = []
+    runner = ScenarioRunner(_segmented_profile(tmp_path), tmp_path, tmp_path, repeats=5,
+                            max_outside_cores=0.0, say=lambda _: None)
+    pool = _RestartingPool()
+    runner.pools[SEGMENTED_POOL] = pool  # type: ignore[assignment]
+    runner.wanted = {"context_length": {"draft-k2"}}
+    case = Case(config_id="draft-k2", concurrency=1)
+    checks = runner.evaluate("context_length", case)
+    assert any(c.outcome == "fail" and c.samples == "counters" for c in checks)
+    assert pool.restarted == [] and runner.results["context_length"].case(case).confirmation is None
+
+
+def test_prefix_cache_confirms_the_gain_and_never_the_hit_rate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prefix-cache scenario carries out the same confirmation: the stand-in's trials
+    serve no prefix-cache counters (its hit rate FAILs, from counters) and the draft's gain
+    is 0.1×, on both starts. Only the gain triggers the fresh start, which is warmed with
+    the shared prefix before its rounds; the FAIL stands, confirmed."""
+    # Concurrency 1: cpu-ci's TPOT-gain gate holds up to there.
+    profile = _profile(tmp_path, table="[scenarios.prefix_cache]\nrequests = 8\nconcurrency = 1\n\n")
+    spec = profile.scenarios.prefix_cache
+    assert spec is not None and profile.compare.confirm_on_fresh_server
+    pool = _RestartingPool()
+    pool.profile = prefix_cache_profile(profile)  # type: ignore[attr-defined]
+    pool.load_url = lambda server: "http://127.0.0.1:1"  # type: ignore[attr-defined]
+    warmed: list[int] = []
+    monkeypatch.setattr(scenarios, "ServerPool", lambda *a, **k: pool)
+    monkeypatch.setattr(scenarios, "run_load", lambda *a, **k: warmed.append(a[3]))
+    monkeypatch.setattr(scenarios, "TrialRunner", _SlowDraftTrials)
+    _SlowDraftTrials.calls, _SlowDraftTrials.fresh_tpot_s = [], 0.3
+    runner = ScenarioRunner(profile, tmp_path, tmp_path, repeats=5, max_outside_cores=0.0,
+                            say=lambda _: None)
+    runner.wanted = {"prefix_cache": {"draft-k2"}}
+    case = Case(config_id="draft-k2", concurrency=spec.concurrency)
+    checks = {c.metric: c for c in runner.evaluate("prefix_cache", case)}
+
+    assert checks["prefix-cache hit rate"].outcome == "fail"
+    assert checks["prefix-cache hit rate"].samples == "counters"
+    assert checks["TPOT gain"].outcome == "fail" and checks["TPOT gain"].samples is not None
+    assert pool.restarted == ["draft-k2"]
+    assert len(warmed) == 3  # no-spec, draft, and the draft's fresh server
+    result = runner.results["prefix_cache"].case(case)
+    rec = result.confirmation
+    assert rec is not None and rec.triggered_by == ["TPOT gain"]
+    assert rec.outcome == {"TPOT gain": "regression"} and rec.trials == 2 * rec.first_trials
+    assert sorted(t.server_start for t in result.trials) == [0] * 5 + [1] * 5

@@ -15,11 +15,12 @@ from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_cases
 from specperf.analysis.stats import Verdict
 from specperf.engine.baseline_context import BaselineContext
+from specperf.engine.confirmation import confirm_on_fresh_server
 from specperf.engine.datasets import load_prompts, prompts_digest
 from specperf.engine.measurer import _ConfigRun
 from specperf.engine.server import ServerError
 from specperf.engine.session import RETRY_BATCH, RETRY_CAP_FACTOR, PerfOptions, PerfSession
-from specperf.engine.trial_plan import confirm_on_fresh_server, retry_batches
+from specperf.engine.trial_plan import retry_batches
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
 from specperf.schemas import Baseline, Case, CaseResult, InconclusiveRetry, Trial
 from tests.support import REPO_ROOT

@@ -9,19 +9,11 @@ import pytest
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_cases
+from specperf.analysis.judge.follow_up import follow_up_of_comparison
 from specperf.config.profile import Profile, load_profile
-from specperf.engine.trial_plan import (
-    RETRY_BATCH,
-    Compare,
-    Flag,
-    PlanOutcome,
-    Restart,
-    RunTrials,
-    Say,
-    TrialSpec,
-    measure_flags_again,
-    trial_plan,
-)
+from specperf.engine.confirmation import Flag, measure_flags_again
+from specperf.engine.plan_steps import Compare, Judge, Restart, RunTrials, Say, TrialSpec
+from specperf.engine.trial_plan import RETRY_BATCH, PlanOutcome, trial_plan
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
 from specperf.schemas import Case, CaseResult, Trial
 from tests.support import CPU_CI_PROFILE
@@ -78,6 +70,9 @@ class Driver:
                     self.trials[t.concurrency].append(next(self.sources[t.concurrency]))
             elif isinstance(step, Compare):
                 feedback = {c: self.compare(c) for c in step.concurrencies}
+            elif isinstance(step, Judge):
+                feedback = {c: None if (cc := self.compare(c)) is None
+                            else follow_up_of_comparison(cc) for c in step.concurrencies}
             elif isinstance(step, Restart):
                 feedback = self.restart_fails
 
@@ -101,7 +96,7 @@ def test_base_repeats_go_round_robin_and_warm_up_once(profile: Profile) -> None:
                              TrialSpec(1), TrialSpec(4))]
     assert out == PlanOutcome() and drive.said() == []
     # Without retries or confirmation the plan never asks for a comparison.
-    assert not any(isinstance(s, Compare | Restart) for s in drive.steps)
+    assert not any(isinstance(s, Compare | Judge | Restart) for s in drive.steps)
 
 
 def test_an_inconclusive_case_gets_batches_until_decided_or_at_the_cap(profile: Profile) -> None:

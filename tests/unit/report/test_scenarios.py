@@ -15,6 +15,7 @@ from specperf.report.scenarios import scenario_rows, scenario_text, segment_rows
 from specperf.schemas import (
     Acceptance,
     Case,
+    FreshServerConfirmation,
     PrefixCacheCounts,
     RunResult,
     ScenarioResult,
@@ -54,6 +55,21 @@ def test_console_markdown_and_html_show_the_scenario() -> None:
     md = render_markdown(run)
     assert "Scenario: prefix caching" in md and "| draft-off-c1 | off (no lookups) |" in md
     assert "Scenario: prefix caching" in render_html(run, plots={}, make_plots=False)
+
+
+def test_a_scenario_cases_confirmation_is_said_under_its_table() -> None:
+    run = _scenario_run()
+    [s] = run.scenarios
+    rec = FreshServerConfirmation(triggered_by=["TPOT gain"], first_trials=3, trials=6,
+                                  outcome={"TPOT gain": "regression"})
+    draft = s.cases[1].model_copy(update={"confirmation": rec})
+    run = run.model_copy(update={"scenarios": [s.model_copy(
+        update={"cases": [s.cases[0], draft, s.cases[2]]})]})
+    line = ("draft-k2-c1: TPOT gain flagged: measured again on a fresh server (3 + 3 trials): "
+            "TPOT gain confirmed regression")
+    assert scenario_text(run)[-1] == "  " + line
+    assert f"- {line}" in render_markdown(run)
+    assert scenario_text(_scenario_run())[-1].lstrip().startswith("draft-off-c1")
 
 
 def test_a_run_without_scenarios_serialises_as_before() -> None:

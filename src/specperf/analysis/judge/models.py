@@ -14,7 +14,7 @@ from specperf.analysis.attribution import Attribution
 from specperf.analysis.stats import Comparison, Verdict
 from specperf.analysis.verdict import TIMING_METRIC_KEYS, exit_status, outcome_of
 from specperf.config.exits import Exit
-from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance
+from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance, SampleKind
 
 __all__ = ["VERDICT_ORDER", "CaseComparison", "MetricDetail", "RunComparison", "SampleKind"]
 
@@ -25,8 +25,6 @@ VERDICT_ORDER = {
     Verdict.INCONCLUSIVE: 2,
     Verdict.UNCHANGED: 3,
 }
-
-SampleKind = Literal["trials", "requests", "trial_means", "summary", "counters"]
 
 
 class _Model(BaseModel):

@@ -184,6 +184,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="at most N regression issues of the run's profile, hardware and "
                         "branch open after this run (the rest in one summary issue; "
                         "default: $SPECPERF_ISSUES_CAP, else 10)")
+    p.add_argument("--close-superseded", action="store_true",
+                   help="this is the scheduled nightly: close the open issues of its profile, "
+                        "hardware and branch filed under another vLLM version (no later night "
+                        "checks them); without it a run on another vLLM closes none of them")
     p.add_argument("--branch", default=None,
                    help="the branch the run was made on, part of each issue's key "
                         "(default: $GITHUB_REF_NAME)")
@@ -281,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         existing = open_issues(gh.list_open())
         actions = plan(cmp, existing, _links(env), branch=branch, cap=cap,
+                       close_superseded=args.close_superseded,
                        opened_before=state.opened)
         if cmp.refused:
             print(f"{PROG}: the comparison was refused; no issue opened or closed")

@@ -217,14 +217,18 @@ def summary_body(cmp: RunComparison, over: Sequence[tuple[CaseComparison, Compar
 
 def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
          branch: str | None = None, cap: int | None = None,
-         opened_before: Iterable[IssueKey] = ()) -> list[Action]:
+         opened_before: Iterable[IssueKey] = (),
+         close_superseded: bool = False) -> list[Action]:
     """What to do with each regression and each open issue, in a stable order.
 
     ``branch``: the run's branch (part of the key). ``cap``: at most this many regression
     issues of the run's profile, hardware and branch open after this night (None: no
     cap), counting those that stay open, those opened now and ``opened_before`` (those an
     earlier attempt at this same comparison opened, from the state file); the rest go in
-    one summary issue, which is not counted."""
+    one summary issue, which is not counted. ``close_superseded``: this run is the
+    scheduled nightly, so the issues of its profile, hardware and branch filed under
+    another vLLM version are closed (no later night checks their key); a dispatched run
+    with another vLLM never closes main's issues."""
     if cmp.refused:
         return [Action(kind="keep", key=i.key, number=i.number, title=i.title,
                        why="the comparison was refused: nothing was compared")
@@ -234,7 +238,8 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
         by_key.setdefault(issue.key, issue)  # a duplicate (opened by hand) is left alone
     checks = {_key(cmp, cc, m, branch): (cc, m) for cc, m in cmp.all()}
     closing = {i.number for i in existing if by_key.get(i.key) is i
-               and (_moved_on(cmp, i.key, branch) or _passes(checks.get(i.key)))}
+               and ((close_superseded and _moved_on(cmp, i.key, branch))
+                    or _passes(checks.get(i.key)))}
     earlier = set(opened_before)
     # The cap counts what is open when the night is done: the scope's issues not closed
     # now (updated, kept, hand-made duplicates) and those an earlier attempt opened but
@@ -295,7 +300,7 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
     for issue in existing:
         if issue.key in failing or by_key.get(issue.key) is not issue:
             continue
-        if _moved_on(cmp, issue.key, branch):
+        if close_superseded and _moved_on(cmp, issue.key, branch):
             now = cmp.run_provenance.vllm_version
             actions.append(Action(
                 kind="close", key=issue.key, number=issue.number, title=issue.title,

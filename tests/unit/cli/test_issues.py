@@ -445,7 +445,15 @@ def test_a_night_on_a_new_vllm_closes_the_old_versions_issues(
     gh = GitHub([*_listing(), summary_exp])
     _env(monkeypatch, Replay())
     monkeypatch.setattr(cli_issues, "urllib_send", lambda token: gh)
+    # A dispatched run on another vLLM (no --close-superseded) closes none of main's...
     assert main(["issues", str(_write(tmp_path, _on_vllm(regressed, "0.33.0")))]) == 0
+    assert all(gh.issues[n]["state"] == "open" for n in (37, 38))
+    capsys.readouterr()
+    gh = GitHub([*_listing(), summary_exp])
+    monkeypatch.setattr(cli_issues, "urllib_send", lambda token: gh)
+    # ...the scheduled nightly (the workflow passes the flag on a schedule only) does.
+    assert main(["issues", str(_write(tmp_path, _on_vllm(regressed, "0.33.0"))),
+                 "--close-superseded", "--state", str(tmp_path / "s2.json")]) == 0
     out = capsys.readouterr().out
     for n in (37, 38, 41):
         assert gh.issues[n]["state"] == "closed" and gh.issues[n]["state_reason"] == "not_planned"
@@ -457,7 +465,7 @@ def test_a_night_on_a_new_vllm_closes_the_old_versions_issues(
     assert len(gh.created) == 3
     assert all(open_issues([i])[0].key.vllm == "0.33.0" for i in gh.created)
     actions = plan(_on_vllm(regressed, "0.33.0"), open_issues(_listing()),
-                   RunLinks(run=RUN_URL), branch="main")
+                   RunLinks(run=RUN_URL), branch="main", close_superseded=True)
     [close41] = [a for a in actions if a.number == 41]
     assert close41.kind == "close" and close41.state_reason == "not_planned"
     comment = close41.comment or ""
@@ -473,13 +481,14 @@ def test_a_new_vllm_closes_nothing_it_does_not_cover(regressed: RunComparison) -
     for cmp, branch in ((new.model_copy(update={"refusals": ["other hardware"]}), "main"),
                         (new.model_copy(update={"cases": []}), "main"),
                         (new, None), (_on_vllm(regressed, None), "main")):
-        assert not [a for a in plan(cmp, listing, RunLinks(), branch=branch)
+        assert not [a for a in plan(cmp, listing, RunLinks(), branch=branch,
+                                    close_superseded=True)
                     if a.kind == "close" and a.state_reason == "not_planned"]
     # An issue keyed before the branch and vLLM were in the key stays too.
     [old] = [i for i in _listing() if i["number"] == 37]
     old = {**old, "body": old["body"].replace('"branch":"main","vllm":"0.32.0",', "")}
-    [action] = [a for a in plan(new, open_issues([old]), RunLinks(), branch="main")
-                if a.number == 37]
+    [action] = [a for a in plan(new, open_issues([old]), RunLinks(), branch="main",
+                                close_superseded=True) if a.number == 37]
     assert action.kind == "keep"
 
 

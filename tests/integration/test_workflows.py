@@ -252,7 +252,10 @@ def test_issues_job_writes_only_issues_and_never_from_a_pull_request() -> None:
     report = wf["jobs"]["report"]
     assert _uses(report, "actions/upload-artifact@")[0]["with"]["name"] == "perf-merged"
     [step] = [s for s in job["steps"] if "specperf issues" in s.get("run", "")]
-    assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}
+    assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}",
+                           "EVENT": "${{ github.event_name }}"}
+    # Another vLLM's issues are closed by the scheduled nightly only (never a dispatch).
+    assert '[[ "$EVENT" == "schedule" ]]; then superseded=(--close-superseded)' in step["run"]
     # No other job holds a token that can write: any other job that sees the token has
     # read-only permissions (the report job reads earlier nightlies' artifacts).
     for job_id, other in wf["jobs"].items():

@@ -8,8 +8,9 @@ to the GitHub REST API (``GITHUB_API_URL``, token ``GITHUB_TOKEN``; the nightly 
 job has ``issues: write`` and nothing else). ``--dry-run`` lists the open issues and
 prints the plan without writing anything.
 
-Bounded: at most ``--cap`` (SPECPERF_ISSUES_CAP, default 10) new issues a night, the rest
-in one summary issue. Resumable: after each request that changed something, what is done
+Bounded: at most ``--cap`` (SPECPERF_ISSUES_CAP, default 10) regression issues of the
+run's profile, hardware and branch open after the night (specperf.report.issues.plan
+counts them), the rest in one summary issue. Resumable: after each request that changed something, what is done
 is written to a state file (``--state``, default ``issues-state.json`` beside the
 comparison); a rerun on the same comparison skips what is done and counts what it opened
 against the cap, so a run cut off by GitHub's rate limit (403/429 with its rate-limit
@@ -159,7 +160,7 @@ class GitHubIssues:
             self._call("POST", f"{self.base}/issues/{action.number}/comments",
                        {"body": action.comment})
             self._call("PATCH", f"{self.base}/issues/{action.number}",
-                       {"state": "closed", "state_reason": "completed"})
+                       {"state": "closed", "state_reason": action.state_reason})
             return f"closed #{action.number} {action.title}"
         return f"kept #{action.number} {action.title}: {action.why}"
 
@@ -169,8 +170,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "issues", help="open, update or close one GitHub issue per confirmed regression",
         description="From a comparison (`specperf compare --json-out`): open a GitHub issue "
                     "for each confirmed regression, update the open one while it lasts, close "
-                    "it when the case is back within its limits; at most --cap new ones, the "
-                    "rest in one summary issue. Needs GITHUB_TOKEN with issues: write. Exit 0 "
+                    "it when the case is back within its limits; at most --cap open ones per "
+                    "profile, hardware and branch, the rest in one summary issue. Needs "
+                    "GITHUB_TOKEN with issues: write. Exit 0 "
                     "done; 12 paused by GitHub's rate limit (rerun: it continues from the "
                     "--state file); 2 bad input or a request GitHub refused.")
     p.add_argument("comparison", help="the comparison JSON (specperf compare --json-out)")
@@ -179,8 +181,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="list the open issues and print the plan; change nothing")
     p.add_argument("--cap", type=int, default=None, metavar="N",
-                   help="at most N new issues (the rest in one summary issue; default: "
-                        "$SPECPERF_ISSUES_CAP, else 10)")
+                   help="at most N regression issues of the run's profile, hardware and "
+                        "branch open after this run (the rest in one summary issue; "
+                        "default: $SPECPERF_ISSUES_CAP, else 10)")
+    p.add_argument("--close-superseded", action="store_true",
+                   help="this is the scheduled nightly: close the open issues of its profile, "
+                        "hardware and branch filed under another vLLM version (no later night "
+                        "checks them); without it a run on another vLLM closes none of them")
     p.add_argument("--branch", default=None,
                    help="the branch the run was made on, part of each issue's key "
                         "(default: $GITHUB_REF_NAME)")
@@ -263,7 +270,8 @@ def run(args: argparse.Namespace) -> int:
                                "GITHUB_REPOSITORY")
     cap = env.issues_cap if args.cap is None else args.cap
     if cap < 0:
-        raise options.BadInput(f"--cap {cap}: give 0 or more new issues a night")
+        raise options.BadInput(f"--cap {cap}: give 0 or more open regression issues per "
+                               "profile, hardware and branch")
     if env.github_token is None:
         raise options.BadInput("GITHUB_TOKEN is not set — fix: give the job "
                                "`permissions: issues: write` and GITHUB_TOKEN: "
@@ -277,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         existing = open_issues(gh.list_open())
         actions = plan(cmp, existing, _links(env), branch=branch, cap=cap,
+                       close_superseded=args.close_superseded,
                        opened_before=state.opened)
         if cmp.refused:
             print(f"{PROG}: the comparison was refused; no issue opened or closed")

@@ -121,20 +121,18 @@ def run(args: argparse.Namespace) -> int:
                         + "".join(f"- {md_escape(p)}\n" for p in problems)
                         + f"\nRuns:\n\n{listed}\n")
         return EXIT_REFUSED
-    try:
-        current = baseline_store.load_baseline(path)
-    except BaselineError:
-        current = None  # a broken baseline is what a promotion replaces
-    if current is not None and current.provenance == newest.provenance:
-        print(f"{path}: already the baseline ({_line(newest_label, newest)}); nothing written")
-        return options.EXIT_OK
     runs = [Baseline(provenance=r.provenance, cases=r.cases, paired_nospec=r.paired_nospec)
             for _, r in chosen]
     try:
-        baseline_store.promote_runs(path, runs)
+        # Whether it already is the baseline is decided there, under the baseline's lock:
+        # a check before it would let two promotes of the same runs both write.
+        written, current = baseline_store.promote_runs(path, runs)
     except OSError as exc:
         raise options.BadInput(f"{path}: cannot write the baseline: {exc.strerror or exc} — "
                                "give a writable --baselines directory") from None
+    if not written:
+        print(f"{path}: already the baseline ({_line(newest_label, newest)}); nothing written")
+        return options.EXIT_OK
     was = ("the provisional baseline (published figures)" if current is not None
            and current.provenance.provisional else "no baseline" if current is None
            else f"the baseline of {current.provenance.date:%Y-%m-%d}")

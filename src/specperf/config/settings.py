@@ -89,7 +89,8 @@ class Settings(BaseSettings):
     github_ref_name: str | None = _env("GITHUB_REF_NAME")
     """The run's branch: part of each issue's key (`specperf issues --branch`)."""
     issues_cap: int = Field(10, ge=0, validation_alias=AliasChoices("SPECPERF_ISSUES_CAP"))
-    """At most this many new issues a night (`specperf issues --cap`); the rest in one."""
+    """At most this many regression issues open per profile, hardware and branch
+    (`specperf issues --cap`); the rest in one summary issue."""
     github_api_url: str = Field("https://api.github.com",
                                 validation_alias=AliasChoices("GITHUB_API_URL"))
     """The GitHub REST API `specperf fetch-nightlies` and `specperf issues` ask."""

@@ -30,7 +30,8 @@ Exit code: the comparison's (0 no regression, 1 the candidate regresses, 2 refus
 inconclusive, 7 a side measured on a busy machine; specperf.analysis.verdict), and
 1 as well when the candidate failed to measure a case the current measured (a server
 that no longer starts is the worst regression); 2 when the current itself did not
-measure a case (nothing to judge the candidate against), 130 when interrupted.
+measure a case (nothing to judge the candidate against) or a step's run file cannot be
+read (the message names the file and the field), 130 when interrupted.
 
 It is one module past 600 lines because it is one command, read in the order it runs:
 arguments, selection, plan, pooling, processes, the A/B and its exit code; nothing else
@@ -61,7 +62,7 @@ from specperf.config.exits import Exit
 from specperf.config.profile import Profile, ServerConfig, load_profile
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
-from specperf.store.files import atomic_write_text
+from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model
 from specperf.store.provenance import gpu_present
 
 Side = Literal["A", "B"]
@@ -439,6 +440,25 @@ def run_step(step: Step, cwd: Path, say: Callable[[str], None]) -> int:
     return rc
 
 
+def read_step_run(step: Step, run_file: Path) -> RunResult:
+    """A step's run file, read as `specperf compare` reads one (store.files.read_model:
+    schema version, fields, path fields); an unreadable one stops the A/B naming the file,
+    the field and the step's log — its pytest measured, but nothing can be judged from it."""
+    try:
+        run = read_model(run_file, RunResult, "run")
+    except BaselineError as exc:
+        # The reader's generic fix (restore from git, record a new baseline) is not this
+        # file's: it is the step's pytest output.
+        why = one_line("\n".join(ln for ln in str(exc).splitlines()
+                                 if "--perf-update-baselines" not in ln))
+        log = step.run_dir.parent / f"r{step.round}-{step.side}.log"
+        raise UpgradeError(f"{step.name}: {why} — its pytest wrote a run file this checkout "
+                           f"cannot read (see {log}); fix: both venvs must run this "
+                           "checkout's specperf, then rerun the A/B") from None
+    assert isinstance(run, RunResult)
+    return run
+
+
 # --------------------------------------------------------------------------- the A/B
 
 
@@ -636,7 +656,7 @@ def run_ab(args: argparse.Namespace, pytest_args: Sequence[str],
             if rc not in (0, 1, 6, 7):  # 6/7: undecided checks, a measured run all the same
                 failures[step.name] = f"pytest exited {rc}"
             if run_file.exists():
-                run = RunResult.model_validate_json(run_file.read_text(encoding="utf-8"))
+                run = read_step_run(step, run_file)
                 got = {c.case for c in run.cases}
                 if not got <= set(step.cases):
                     raise UpgradeError(f"{step.name}: measured {sorted(c.id for c in got)}, "

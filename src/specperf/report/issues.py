@@ -6,12 +6,18 @@ them (``GET /repos/{owner}/{repo}/issues``), and returns :class:`Action` s; the 
 themselves are `specperf issues` (specperf.cli.issues). A regression is keyed by profile,
 hardware, branch, vLLM version, case and metric; the key is kept in the issue body as a
 hidden marker, so a renamed title does not lose the issue, and a run dispatched on
-another branch or with another vLLM never updates or closes the nightly's issues (nor
-they its). Issues keyed before branch and vLLM were in the key are kept as they are.
+another branch never updates or closes the nightly's issues (nor they its). Issues keyed
+before branch and vLLM were in the key are kept as they are.
 
-At most ``cap`` new issues a night (worst regressions first); the regressions past it
-are listed in one summary issue of the run's scope, updated while there are any and
-closed by the first night with none.
+When the night runs another vLLM than an open issue's (same profile, hardware and
+branch, the night's comparison covering them), the issue is closed: no later night of
+its key will come, and a regression still there is this night's, filed under the new
+version's key.
+
+At most ``cap`` open regression issues per profile, hardware and branch after the night
+(so at most ``cap`` new ones a night, and no pile-up over many nights; worst regressions
+first); the regressions that do not fit are listed in one summary issue of the run's
+scope, updated while there are any and closed by the first night with none.
 
 * a check that FAILs (a REGRESSION measured on a quiet machine, fresh-server
   confirmation included: :attr:`RunComparison.regressions`) with no open issue → **open**
@@ -23,7 +29,9 @@ closed by the first night with none.
   (the check passes) → **close** it with a comment;
 * anything else (not measured in this run, inconclusive, measured on a busy machine,
   another profile or hardware, a refused comparison) → the issue is **kept** as it is,
-  and the reason said.
+  and the reason said;
+* an open issue of the same profile, hardware and branch filed under another vLLM
+  version → **close** it (``not_planned``) with a comment naming the vLLM that now runs.
 """
 
 from __future__ import annotations
@@ -110,6 +118,9 @@ class Action(BaseModel):
     title: str
     body: str | None = None
     comment: str | None = None
+    #: How a close is recorded: ``completed`` (back within its limits) or ``not_planned``
+    #: (superseded: the nightly moved to another vLLM, nothing was found fixed).
+    state_reason: Literal["completed", "not_planned"] = "completed"
     why: str
 
 
@@ -174,9 +185,10 @@ def issue_body(cmp: RunComparison, cc: CaseComparison, m: Comparison, links: Run
 
 
 def summary_body(cmp: RunComparison, over: Sequence[tuple[CaseComparison, Comparison]],
-                 cap: int, links: RunLinks, branch: str | None) -> str:
+                 cap: int, links: RunLinks, branch: str | None, already: int = 0) -> str:
     """The one issue for the regressions past the cap: how many, of which metrics, and the
-    worst :data:`SUMMARY_TOP` by name."""
+    worst :data:`SUMMARY_TOP` by name. ``already``: the scope's regression issues open
+    after this night (the summary not counted)."""
     key = _key(cmp, None, None, branch)
     by_metric: dict[str, int] = {}
     for _, m in over:
@@ -189,9 +201,10 @@ def summary_body(cmp: RunComparison, over: Sequence[tuple[CaseComparison, Compar
     body = (f"{key.marker()}\n"
             f"{len(over)} more confirmed regression{'s' if len(over) != 1 else ''} of profile "
             f"**{md_escape(key.profile)}** on {md_code(key.hardware)} (vLLM "
-            f"{md_escape(key.vllm or '?')}, branch {md_escape(key.branch or '?')}) than the "
-            f"{cap} issue{'s' if cap != 1 else ''} a night `specperf issues` opens "
-            f"(SPECPERF_ISSUES_CAP / --cap) — {links.markdown()}.\n\n"
+            f"{md_escape(key.vllm or '?')}, branch {md_escape(key.branch or '?')}) than fit "
+            f"under the cap of {cap} open regression issue{'s' if cap != 1 else ''} of this "
+            f"profile, hardware and branch ({already} open; SPECPERF_ISSUES_CAP / --cap) — "
+            f"{links.markdown()}.\n\n"
             f"By metric: {counts}.\n\nWorst first:\n\n{top}"
             + (f"\n_… and {left} more; every one is in the run's comparison (compare.md, "
                "compare.json in the artifacts)._\n" if left else "")
@@ -204,12 +217,18 @@ def summary_body(cmp: RunComparison, over: Sequence[tuple[CaseComparison, Compar
 
 def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
          branch: str | None = None, cap: int | None = None,
-         opened_before: Iterable[IssueKey] = ()) -> list[Action]:
+         opened_before: Iterable[IssueKey] = (),
+         close_superseded: bool = False) -> list[Action]:
     """What to do with each regression and each open issue, in a stable order.
 
-    ``branch``: the run's branch (part of the key). ``cap``: at most this many new issues
-    (None: no cap), counting ``opened_before`` (those an earlier attempt at this same
-    comparison opened, from the state file); the rest go in one summary issue."""
+    ``branch``: the run's branch (part of the key). ``cap``: at most this many regression
+    issues of the run's profile, hardware and branch open after this night (None: no
+    cap), counting those that stay open, those opened now and ``opened_before`` (those an
+    earlier attempt at this same comparison opened, from the state file); the rest go in
+    one summary issue, which is not counted. ``close_superseded``: this run is the
+    scheduled nightly, so the issues of its profile, hardware and branch filed under
+    another vLLM version are closed (no later night checks their key); a dispatched run
+    with another vLLM never closes main's issues."""
     if cmp.refused:
         return [Action(kind="keep", key=i.key, number=i.number, title=i.title,
                        why="the comparison was refused: nothing was compared")
@@ -217,8 +236,20 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
     by_key: dict[IssueKey, OpenIssue] = {}
     for issue in existing:
         by_key.setdefault(issue.key, issue)  # a duplicate (opened by hand) is left alone
+    checks = {_key(cmp, cc, m, branch): (cc, m) for cc, m in cmp.all()}
+    closing = {i.number for i in existing if by_key.get(i.key) is i
+               and ((close_superseded and _moved_on(cmp, i.key, branch))
+                    or _passes(checks.get(i.key)))}
     earlier = set(opened_before)
-    budget = None if cap is None else max(0, cap - len(earlier))
+    # The cap counts what is open when the night is done: the scope's issues not closed
+    # now (updated, kept, hand-made duplicates) and those an earlier attempt opened but
+    # the listing does not show yet. Counting only a night's new issues would let them
+    # pile up over nights without bound.
+    scope = _key(cmp, None, None, branch).scope()[:3]
+    staying = [i for i in existing if i.key.scope()[:3] == scope
+               and i.key.case != SUMMARY and i.number not in closing]
+    already = len(staying) + len(earlier - {i.key for i in staying})
+    budget = None if cap is None else max(0, cap - already)
     actions: list[Action] = []
     failing: set[IssueKey] = set()
     over: list[tuple[CaseComparison, Comparison]] = []
@@ -232,6 +263,7 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
                 continue
             if budget is not None:
                 budget -= 1
+                already += 1
         failing.add(key)
         body = issue_body(cmp, cc, m, links, branch)
         if found is None:
@@ -247,8 +279,9 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
     summary = by_key.get(summary_key)
     if over:
         failing.add(summary_key)
-        body = summary_body(cmp, over, cap or 0, links, branch)
-        why = f"{len(over)} confirmed regression(s) past the cap of {cap} new issues"
+        body = summary_body(cmp, over, cap or 0, links, branch, already)
+        why = (f"{len(over)} confirmed regression(s) past the cap of {cap} open issues "
+               f"({already} open)")
         if summary is None:
             actions.append(Action(kind="open", key=summary_key, title=summary_key.title(),
                                   body=body, why=why))
@@ -264,9 +297,23 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
                               comment=f"No regression past the cap in {links.markdown()}. "
                                       "Closed by `specperf issues`.",
                               why="no regression past the cap this run"))
-    checks = {_key(cmp, cc, m, branch): (cc, m) for cc, m in cmp.all()}
     for issue in existing:
         if issue.key in failing or by_key.get(issue.key) is not issue:
+            continue
+        if close_superseded and _moved_on(cmp, issue.key, branch):
+            now = cmp.run_provenance.vllm_version
+            actions.append(Action(
+                kind="close", key=issue.key, number=issue.number, title=issue.title,
+                state_reason="not_planned",
+                comment=(f"The nightly of {md_escape(issue.key.profile)} on "
+                         f"{md_code(issue.key.hardware)}, branch "
+                         f"{md_escape(issue.key.branch or '?')}, now runs vLLM "
+                         f"{md_escape(now or '?')} (this issue: vLLM "
+                         f"{md_escape(issue.key.vllm or '?')}), in {links.markdown()}. No "
+                         "later night will check this key; a regression still present is "
+                         f"filed under vLLM {md_escape(now or '?')}'s key. Closed by "
+                         "`specperf issues`."),
+                why=f"the nightly moved on to vLLM {now} (this issue: vLLM {issue.key.vllm})"))
             continue
         pair = checks.get(issue.key)
         if pair is None:
@@ -288,6 +335,23 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
                                   why=f"this run's check is {outcome}, not a pass: "
                                       f"{m.reason}"))
     return actions
+
+
+def _passes(pair: tuple[CaseComparison, Comparison] | None) -> bool:
+    return pair is not None and pair[0].outcome(pair[1]) == "pass"
+
+
+def _moved_on(cmp: RunComparison, key: IssueKey, branch: str | None) -> bool:
+    """Whether ``key`` is of this night's profile, hardware and (known) branch under
+    another vLLM version: a key no later night of this nightly checks again. Only when
+    this night compared something there (a refused or empty comparison covers nothing),
+    and never an issue of another branch, another hardware, or keyed before the branch
+    was in the key."""
+    p = cmp.run_provenance
+    return (bool(cmp.cases) and not cmp.refused and branch is not None
+            and p.vllm_version is not None
+            and (key.profile, key.hardware, key.branch) == (p.profile_name, p.hardware_id, branch)
+            and key.vllm != p.vllm_version)
 
 
 def _not_compared(cmp: RunComparison, key: IssueKey, branch: str | None) -> str:

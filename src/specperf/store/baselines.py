@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
 from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model, safe_name
@@ -171,17 +172,35 @@ def file_in_history(path: Path, baseline: Baseline) -> Path:
         tmp.unlink(missing_ok=True)
 
 
-def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> None:
+class Promotion(NamedTuple):
+    #: False: the newest run already was the baseline, nothing was written.
+    written: bool
+    #: The baseline found under the lock (None: none, or a broken one, which a
+    #: promotion replaces).
+    replaced: Baseline | None
+
+
+def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> Promotion:
     """Make the newest of ``runs`` the baseline at ``path`` and file every one in its
-    history (a promotion of kept nightlies), under the baseline's lock. The older ones go
-    into the history first and the newest last: an interruption leaves the previous
+    history (a promotion of kept nightlies), under the baseline's lock — unless, read
+    under that lock, the newest already is the baseline: then nothing is written, so two
+    promotes of the same runs (a workflow rerun while the first waits on the lock) file
+    them once, not twice (which would pool each measurement as two runs). The older ones
+    go into the history first and the newest last: an interruption leaves the previous
     baseline whole, with some of the new runs kept beside it — never a baseline whose
     runs are missing."""
     ordered = sorted(runs, key=lambda b: b.provenance.date)
     with baseline_lock(path):
+        try:
+            current = load_baseline(path)
+        except BaselineError:
+            current = None  # a broken baseline is what a promotion replaces
+        if current is not None and current.provenance == ordered[-1].provenance:
+            return Promotion(written=False, replaced=current)
         for older in ordered[:-1]:
             file_in_history(path, older)
         _write(path, ordered[-1], ordered[-1], keep=max(keep, len(ordered)))
+    return Promotion(written=True, replaced=current)
 
 
 def measured_part(run: RunResult) -> Baseline:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from specperf.cli import main
 from specperf.config.exits import Exit
+from specperf.store import baselines as baseline_store
 from tests.support import NIGHTLIES, NightlyAPI
 
 
@@ -131,3 +134,43 @@ def test_promote_never_writes_where_a_run_files_commit_points(
     written = sorted(p.relative_to(baselines).as_posix() for p in baselines.rglob("*.json"))
     assert [w for w in written if "history" not in w] == ["cpu-ci/cpu-amd-epyc-2c.json"]
     assert all(w.endswith("-f8c52a2a4b.json") for w in written if "history" in w), written
+
+
+def test_two_promotes_of_the_same_runs_write_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two promotes of the same runs (a rerun of the workflow while the first waits for the
+    baseline's lock): the second, having read no baseline yet, gets the lock only after
+    the first wrote. It must see that under the lock and write nothing — written again,
+    the history would hold each run twice, pooled as two runs."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for n in (1, 2, 3):
+        shutil.copy(NIGHTLIES[n], kept / f"night-{n}.json")
+    baselines = tmp_path / "baselines"
+    argv = ["promote", str(kept), "--profile", "cpu-ci", "--hardware", "cpu-amd-epyc-2c",
+            "--runs", "3", "--baselines", str(baselines)]
+    real_lock = baseline_store.baseline_lock
+    raced: list[int] = []
+    other_started = False
+
+    @contextmanager
+    def first_comes_in_between(path: Path, say: object = None) -> Iterator[None]:
+        # The order the lock gives them: the other promote runs to its end first (it
+        # takes the real lock and writes), then this one gets the lock.
+        nonlocal other_started
+        if not other_started:
+            other_started = True
+            raced.append(main(argv))
+        with real_lock(path):
+            yield
+
+    monkeypatch.setattr(baseline_store, "baseline_lock", first_comes_in_between)
+    assert main(argv) == Exit.OK
+    assert raced == [Exit.OK]
+    out = capsys.readouterr().out
+    assert out.count("all 3 filed in its history") == 1
+    assert "already the baseline" in out and "nothing written" in out
+    path = baseline_store.baseline_path(baselines, "cpu-ci", "cpu-amd-epyc-2c")
+    history = sorted(p.name for p in baseline_store.history_dir(path).glob("*.json"))
+    assert len(history) == 3, history  # not 6 (no "-2" twins)

@@ -5,15 +5,20 @@ e2e suite covers real runs."""
 
 from __future__ import annotations
 
+import json
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_runs
 from specperf.analysis.stats import Verdict
+from specperf.config.exits import Exit
 from specperf.config.profile import Profile
+from specperf.lab import upgrade
 from specperf.lab.upgrade import (
     Step,
     UnservedConfigs,
@@ -39,7 +44,7 @@ from specperf.schemas import (
     RunResult,
     Trial,
 )
-from tests.support import DATA_DIR, T0, make_provenance, make_requests, make_run, make_trial_of
+from tests.support import DATA_DIR, REPO_ROOT, T0, make_provenance, make_requests, make_run, make_trial_of
 
 # Config ids that are prefixes of one another, and concurrencies 1 and 10: a substring
 # selection (-k draft-k1-c1, -k nospec-c1) would pick the wrong cases.
@@ -414,3 +419,48 @@ def test_a_config_stops_after_two_failed_starts_in_a_row_not_two_in_all(tmp_path
     why = stops.reasons["draft-k2"]
     assert why.startswith("the candidate's server did not start 2 times in a row, last in "
                           "draft-k2/r4-B (draft-k2: exited with code 1 during startup")
+
+
+# --------------------------------------------------------------------------- run files
+
+
+def _torn(text: str) -> str:
+    return text[: len(text) // 2]  # a pytest killed while writing (atomic writes aside)
+
+
+def _bad_field(text: str) -> str:
+    data = json.loads(text)
+    data["cases"][0]["n_requests"] = -3
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(("spoil", "says"), [
+    (_torn, "run.json"),
+    (_bad_field, "field `cases.0.n_requests`"),
+])
+def test_a_step_run_file_it_cannot_read_is_exit_2_naming_file_and_field(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], spoil: Any, says: str) -> None:
+    """The step's pytest (a stand-in here: no vLLM in unit tests) leaves a run file the
+    store's reader refuses — torn, or a field out of range. The A/B stops with exit 2 and
+    one message naming the step, the file and the field; no traceback."""
+    real = (DATA_DIR / "run-cpu-tiny.json").read_text(encoding="utf-8")
+
+    def fake_run_step(step: Step, cwd: Path, say: Any) -> int:
+        step.run_dir.mkdir(parents=True, exist_ok=True)
+        (step.run_dir / "run.json").write_text(spoil(real), encoding="utf-8")
+        return 0
+
+    monkeypatch.setattr(upgrade, "collect", lambda python, args, cwd: [
+        "perf_tests/test_latency.py::test_requests[nospec-c1]"])
+    monkeypatch.setattr(upgrade, "run_step", fake_run_step)
+    out = tmp_path / "ab"
+    code = upgrade.main(["--python-a", sys.executable, "--python-b", sys.executable,
+                         "--rounds", "1", "--out", str(out), "--wait-idle-s", "0",
+                         "--rootdir", str(REPO_ROOT), "--", "--perf-profile", "cpu-tiny"])
+    err = capsys.readouterr().err
+    assert code == Exit.BAD_INPUT, err
+    assert "Traceback" not in err
+    run_file = out / "nospec" / "r1-A" / "run.json"
+    assert f"specperf.upgrade: nospec/r1-A: {run_file}" in err and says in err
+    assert "--perf-update-baselines" not in err and "fix: both venvs" in err

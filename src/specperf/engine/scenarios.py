@@ -334,8 +334,7 @@ class ScenarioRunner:
             for r in range(repeats):
                 self._round(runner, prompts, spec, r, nospec, specs, c)
             for s in specs if prof.compare.confirm_on_fresh_server else []:
-                self._confirm_prefix_cache(prof, pool, runner, prompts, spec, nospec, specs, s,
-                                           c)
+                self._confirm_prefix_cache(prof, pool, runner, prompts, spec, nospec, s, c)
             result = self._result(prof, spec, nospec, specs, c)
             checks = self._judge(prof, spec, result)
         except (ServerError, RuntimeError) as exc:
@@ -375,15 +374,14 @@ class ScenarioRunner:
             t = runner.trial(s.server, c, index, warmup=False)
             s.trials.append(t if s.start is None else t.model_copy(update={"server_start": s.start}))
 
-    def _confirm(self, kind: str, run: _Config | _SegmentedConfig, c: int, *,
+    def _confirm(self, kind: str, run: _Config | _SegmentedConfig, c: int, per_round: int, *,
                  restart: Callable[[], None], run_rounds: Callable[[int], None],
                  judge: Callable[[], list[GateCheck]], trials: Callable[[], int]) -> None:
         """The matrix's fresh-server confirmation (specperf.engine.confirmation) for one
         spec config of a scenario: judged now, and when a FAIL a fresh start can change
         stands, its server started again (``restart``), measured again for as many
-        rounds (``run_rounds``) and judged on both starts. The record lands on the
-        config's case (``run.confirmation``)."""
-        per_round = max(trials() // max(self._rounds_of(run), 1), 1)
+        rounds (``run_rounds``; a round is ``per_round`` trials) and judged on both
+        starts. The record lands on the config's case (``run.confirmation``)."""
 
         def judged(concs: tuple[int, ...]) -> Mapping[int, FollowUp | None]:
             return {c: follow_up_of_checks(judge(), trials())}
@@ -408,16 +406,9 @@ class ScenarioRunner:
                                                    1)))
         run.confirmation = done.get(c)
 
-    @staticmethod
-    def _rounds_of(run: _Config | _SegmentedConfig) -> int:
-        if isinstance(run, _Config):
-            return len(run.trials)
-        return max((len(ts) for ts in run.trials.values()), default=0)
-
     def _confirm_prefix_cache(self, prof: Profile, pool: ServerPool, runner: TrialRunner,
                               prompts: _RoundPrompts, spec: PrefixCacheScenario,
-                              nospec: _Config, specs: list[_Config], s: _Config,
-                              c: int) -> None:
+                              nospec: _Config, s: _Config, c: int) -> None:
         """:meth:`_confirm` for one spec config of the prefix-cache scenario: its fresh
         server is warmed (the shared prefix in its cache) before its rounds, which get new
         paired no-spec trials and new questions."""
@@ -435,10 +426,11 @@ class ScenarioRunner:
                 self._round(runner, prompts, spec, first + r, nospec, [s], c)
 
         def judge() -> list[GateCheck]:
-            result = self._result(prof, spec, nospec, specs, c)
+            # This config's case alone: the others' checks do not depend on its trials.
+            result = self._result(prof, spec, nospec, [s], c)
             return self._judge(prof, spec, result).get(case_id, [])
 
-        self._confirm("prefix_cache", s, c, restart=restart, run_rounds=run_rounds,
+        self._confirm("prefix_cache", s, c, 1, restart=restart, run_rounds=run_rounds,
                       judge=judge, trials=lambda: len(s.trials))
 
     def _result(self, prof: Profile, spec: PrefixCacheScenario, nospec: _Config,
@@ -565,8 +557,8 @@ class ScenarioRunner:
         try:
             rounds(specs, 0)
             for s in specs if prof.compare.confirm_on_fresh_server else []:
-                self._confirm_segmented(kind, prof, spec, pool, segments, nospec, specs, s,
-                                        c, rounds)
+                self._confirm_segmented(kind, prof, spec, pool, segments, nospec, s, c,
+                                        rounds)
             result = self._segmented_result(kind, prof, segments, nospec, specs, c)
             checks = self._judge_segmented(prof, spec, result)
         except (ServerError, RuntimeError) as exc:
@@ -578,7 +570,7 @@ class ScenarioRunner:
     def _confirm_segmented(self, kind: str, prof: Profile, spec: SegmentedScenario,
                            pool: ServerPool,
                            segments: list[Segment], nospec: _SegmentedConfig,
-                           specs: list[_SegmentedConfig], s: _SegmentedConfig, c: int,
+                           s: _SegmentedConfig, c: int,
                            rounds: Callable[[list[_SegmentedConfig], int, int], None]) -> None:
         """:meth:`_confirm` for one spec config of a segmented scenario: a round is every
         segment's trial once (each with its new paired no-spec trial)."""
@@ -591,12 +583,14 @@ class ScenarioRunner:
             s.start, s.warm = 1, False
 
         def judge() -> list[GateCheck]:
-            result = self._segmented_result(kind, prof, segments, nospec, specs, c)
+            # This config's case alone: the others' checks do not depend on its trials.
+            result = self._segmented_result(kind, prof, segments, nospec, [s], c)
             return self._judge_segmented(prof, spec, result).get(case_id, [])
 
-        self._confirm(kind, s, c, restart=restart,
-                      run_rounds=lambda n: rounds([s], self._rounds_of(s), n), judge=judge,
-                      trials=lambda: sum(len(ts) for ts in s.trials.values()))
+        # The fresh start's rounds follow the first start's (each segment's trial count).
+        self._confirm(kind, s, c, len(segments), restart=restart,
+                      run_rounds=lambda n: rounds([s], max(map(len, s.trials.values())), n),
+                      judge=judge, trials=lambda: sum(len(ts) for ts in s.trials.values()))
 
     def _segment_round(self, runner: TrialRunner, segment: Segment, index: int,
                        nospec: _SegmentedConfig, specs: list[_SegmentedConfig], c: int) -> None:

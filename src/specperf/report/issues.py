@@ -237,9 +237,10 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
     for issue in existing:
         by_key.setdefault(issue.key, issue)  # a duplicate (opened by hand) is left alone
     checks = {_key(cmp, cc, m, branch): (cc, m) for cc, m in cmp.all()}
-    closing = {i.number for i in existing if by_key.get(i.key) is i
-               and ((close_superseded and _moved_on(cmp, i.key, branch))
-                    or _passes(checks.get(i.key)))}
+    superseded = {i.number for i in existing if close_superseded and by_key.get(i.key) is i
+                  and _moved_on(cmp, i.key, branch)}
+    closing = superseded | {i.number for i in existing if by_key.get(i.key) is i
+                            and _passes(checks.get(i.key))}
     earlier = set(opened_before)
     # The cap counts what is open when the night is done: the scope's issues not closed
     # now (updated, kept, hand-made duplicates) and those an earlier attempt opened but
@@ -300,7 +301,7 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
     for issue in existing:
         if issue.key in failing or by_key.get(issue.key) is not issue:
             continue
-        if close_superseded and _moved_on(cmp, issue.key, branch):
+        if issue.number in superseded:
             now = cmp.run_provenance.vllm_version
             actions.append(Action(
                 kind="close", key=issue.key, number=issue.number, title=issue.title,

@@ -131,6 +131,19 @@ class Load(_Strict):
                               "its own (trials) or request by request interleaved with it "
                               "(requests)")
 
+    # Where the no-spec reference of the TPOT gain (and of the machine's speed) is measured
+    # (#53). "beside": the no-spec server stays up beside each spec server and a paired
+    # no-spec trial runs next to each spec trial, as before: two servers resident at once,
+    # which a CPU box holds and one GPU never holds for a large target. "bracket": never two
+    # servers resident: no-spec is measured on its own server in blocks that bracket the
+    # spec configs (first, after every few configs, last); a spec config's gain is judged
+    # against the blocks around it. Part of the spec configs' hash where it is not
+    # "beside": the gain's reference is measured differently.
+    reference: Literal["beside", "bracket"] = Field(
+        "beside", description="where the no-spec reference of the TPOT gain is measured: beside "
+                              "each spec server (two servers up) or in blocks bracketing the "
+                              "spec configs (one server up at a time)")
+
     def requests_at(self, concurrency: int) -> int:
         return max(self.requests, concurrency * self.min_requests_per_stream)
 
@@ -550,8 +563,9 @@ class Profile(_Strict):
 
     def _measured(self) -> dict[str, Any]:
         exclude: dict[str, Any] = dict.fromkeys(self._UNMEASURED, True)
-        # pairing changes what a spec config's cases measure only (_config_measured).
-        exclude["load"] = {*self._UNMEASURED_LOAD, "pairing"}
+        # pairing and reference change what a spec config's cases measure only
+        # (_config_measured).
+        exclude["load"] = {*self._UNMEASURED_LOAD, "pairing", "reference"}
         if self.revision is None:
             # Only where set: hashes (and baselines) from before the key existed stay valid.
             exclude["revision"] = True
@@ -565,6 +579,8 @@ class Profile(_Strict):
         # existed stay valid.
         if config.is_spec and self.load.pairing != "trials":
             data["pairing"] = self.load.pairing
+        if config.is_spec and self.load.reference != "beside":
+            data["reference"] = self.load.reference
         return data
 
     def dataset_path(self, override: str | None = None) -> Path | None:

@@ -38,6 +38,7 @@ from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap,
 from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
 from specperf.engine.clock import REPORTS, SHUTDOWN
+from specperf.engine.engine_release import installed_engine, release_mismatch
 from specperf.engine.gpu_lock import GpuLocked
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
@@ -122,6 +123,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run shard I of N (1-based): server configs are split round-robin, never "
                      "a config's cases; the no-spec config's own tests run in shard 1, and every "
                      "shard measures it as the paired reference for TPOT gain")
+    g.addoption("--perf-vllm", default=None, metavar="VERSION",
+                help="the vLLM release this run must measure: refused before any server "
+                     "starts when this Python holds another (`nox -s perf` passes its --vllm, "
+                     "else the version pyproject's extra pins)")
     g.addoption("--perf-models-cache", default=None,
                 help="where generated tiny models are cached (default .specperf/models)")
     g.addoption("--perf-progress", default="auto", choices=PROGRESS_MODES,
@@ -466,6 +471,11 @@ class PerfRun:
                                    f" {exc} — or unset it for the default profile") from None
             raise
         ps.check_options()
+        wanted = config.getoption("--perf-vllm")
+        if wanted:  # before any server, and before vLLM's own config is imported
+            problem = release_mismatch(wanted, installed_engine(), sys.executable)
+            if problem:
+                raise SessionError(problem)
         # Importing vLLM's config takes seconds (torch); `--co`, which lists the matrix
         # (golden files, CI's shard planning), keeps the pure checks only.
         if config.getoption("collectonly") or importlib.util.find_spec("vllm") is None:

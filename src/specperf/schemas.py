@@ -546,8 +546,14 @@ class Provenance(_Model):
     hardware_id: str
     hardware: str = Field(description="human-readable: GPU name × count, or CPU model and cores")
     accelerator: Literal["cpu", "gpu"]
-    cuda_version: str | None = None
+    cuda_version: str | None = Field(
+        None, description="the CUDA toolkit the run's torch was built with (torch.version.cuda)")
     driver_version: str | None = None
+    # Additive: run files from before it load with None (unknown).
+    driver_cuda_version: str | None = Field(
+        None, description="the newest CUDA the GPU driver supports (nvidia-smi's header), "
+                          "beside driver_version: a torch built for a newer CUDA than this "
+                          "does not run")
     python_version: str
     date: datetime = Field(default_factory=utcnow)
     git_commit: str | None = None
@@ -565,7 +571,7 @@ class Provenance(_Model):
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("prompts_hash",))
+        return _without_unset(self, handler, ("prompts_hash", "driver_cuda_version"))
 
 
 class InjectionRecord(_Model):

@@ -46,6 +46,9 @@ from specperf.report.issues import LABEL, Action, IssueKey, RunLinks, open_issue
 from specperf.store.files import atomic_write_text
 
 PROG = "specperf issues"
+#: The label of the vLLM candidate job's findings (.github/workflows/vllm-candidate.yml):
+#: an upgrade A/B's regressions are the candidate's, not the pinned engine's.
+CANDIDATE_LABEL = "specperf-vllm-candidate"
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
@@ -116,9 +119,12 @@ def urllib_send(token: str, timeout_s: float = 30.0) -> Send:
 class GitHubIssues:
     """The four requests `specperf issues` makes, on one repository."""
 
-    def __init__(self, api: str, repo: str, send: Send) -> None:
+    def __init__(self, api: str, repo: str, send: Send, label: str = LABEL) -> None:
         self.base = f"{api.rstrip('/')}/repos/{repo}"
         self.send = send
+        #: Only issues of this label are listed, and new ones get it: the nightly's and
+        #: the vLLM candidate job's (CANDIDATE_LABEL) never see, update or close each other's.
+        self.label = label
 
     def _call(self, method: str, url: str, payload: Any = None,
               ok: tuple[int, ...] = (200, 201)) -> tuple[dict[str, str], Any]:
@@ -132,7 +138,7 @@ class GitHubIssues:
         return headers, body
 
     def list_open(self) -> list[dict[str, Any]]:
-        url: str | None = f"{self.base}/issues?state=open&labels={LABEL}&per_page=100"
+        url: str | None = f"{self.base}/issues?state=open&labels={self.label}&per_page=100"
         items: list[dict[str, Any]] = []
         while url:
             headers, body = self._call("GET", url)
@@ -149,7 +155,7 @@ class GitHubIssues:
         """Carry out one action; what was done, one line."""
         if action.kind == "open":
             _, body = self._call("POST", f"{self.base}/issues",
-                                 {"title": action.title, "body": action.body, "labels": [LABEL]})
+                                 {"title": action.title, "body": action.body, "labels": [self.label]})
             return f"opened #{body['number']} {action.title} ({body.get('html_url', '')})"
         if action.kind == "update":
             self._call("PATCH", f"{self.base}/issues/{action.number}", {"body": action.body})
@@ -191,6 +197,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--branch", default=None,
                    help="the branch the run was made on, part of each issue's key "
                         "(default: $GITHUB_REF_NAME)")
+    p.add_argument("--label", default=LABEL, choices=(LABEL, CANDIDATE_LABEL),
+                   help=f"the issues this run files and reads: {LABEL} (the nightly, of the "
+                        f"pinned vLLM; default) or {CANDIDATE_LABEL} (the candidate job's "
+                        "upgrade A/B of a vLLM release not yet pinned), so neither updates or "
+                        "closes the other's")
     p.add_argument("--state", metavar="PATH", default=None,
                    help="what is done, for a rerun to continue (default: issues-state.json "
                         "beside the comparison)")
@@ -280,7 +291,8 @@ def run(args: argparse.Namespace) -> int:
     state_path = Path(args.state) if args.state else Path(args.comparison).with_name(
         "issues-state.json")
     state = _load_state(state_path, digest)
-    gh = GitHubIssues(env.github_api_url, repo, urllib_send(env.github_token.get_secret_value()))
+    gh = GitHubIssues(env.github_api_url, repo, urllib_send(env.github_token.get_secret_value()),
+                      label=args.label)
     done = set(state.done)
     try:
         existing = open_issues(gh.list_open())

@@ -58,21 +58,60 @@ _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b.*:\s*\S")
 _PORT_TAKEN = ("Address already in use", "address already in use")
 
 
+#: An error that only points at another one above it in the log: vLLM's API server, when
+#: its engine core dies, raises "EngineDeadError: EngineCore encountered an issue. See stack
+#: trace (above) for the root cause." — the engine core's own traceback is above it.
+_WRAPPER = re.compile(r"root cause above|stack trace \(above\)|EngineDeadError")
+#: What Python prints between the tracebacks of a chain, the innermost (the original) first.
+_CHAINED = ("The above exception was the direct cause of the following exception",
+            "During handling of the above exception, another exception occurred")
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _innermost(lines: list[str], i: int) -> int:
+    """The exception line of the innermost traceback of the chain that ends at line ``i``:
+    from a traceback's start, a chain separator just above it leads to the exception
+    line above that, until there is none."""
+    while True:
+        start = next((j for j in range(i - 1, -1, -1) if lines[j] == _TRACEBACK), None)
+        if start is None:
+            return i
+        above = next((j for j in range(start - 1, -1, -1) if lines[j]), None)
+        if above is None or not lines[above].startswith(_CHAINED):
+            return i
+        inner = next((j for j in range(above - 1, -1, -1) if _ERROR_LINE.match(lines[j])), None)
+        if inner is None:
+            return i
+        i = inner
+
+
 def last_error_line(tail: str, limit: int = 300) -> str | None:
-    """The last "XxxError: message" line of a log: the cause a user needs on the first
-    line of a failure, before the 50 lines of the tail itself. A wrapper that points
-    elsewhere ("See root cause above") is passed over for the error it wraps; a pydantic
-    error gets its first message line (vLLM's config classes are pydantic models)."""
-    lines = tail.splitlines()
+    """The root cause of a log's last failure, one "XxxError: message" line: the cause a
+    user needs on the first line of a failure, before the 50 lines of the tail itself.
+    Of a chain of tracebacks, the innermost one's (the original error). A wrapper that
+    points elsewhere (vLLM's "EngineDeadError: … See stack trace (above) for the root
+    cause") is passed over for the error above it — the engine core's own traceback —
+    and named after it; alone, it is the answer. A pydantic error gets its first message
+    line (vLLM's config classes are pydantic models)."""
+    lines = [_strip_prefix(x) for x in tail.splitlines()]
+    wrapper: str | None = None
     for i in range(len(lines) - 1, -1, -1):
-        text = _strip_prefix(lines[i])
-        if not _ERROR_LINE.match(text) or "root cause above" in text:
+        if not _ERROR_LINE.match(lines[i]):
             continue
+        if _WRAPPER.search(lines[i]):
+            wrapper = wrapper or lines[i]
+            continue
+        i = _innermost(lines, i)
+        text = lines[i]
         if "validation error" in text and i + 1 < len(lines):
-            detail = _strip_prefix(lines[i + 1]).split(" [type=", 1)[0]
-            text = f"{text}: {detail}"
+            text = f"{text}: {lines[i + 1].split(' [type=', 1)[0]}"
+        if wrapper is not None:
+            name = wrapper.split(":", 1)[0].rsplit(".", 1)[-1]
+            text = f"{text} (the root cause behind {name})"
         return text if len(text) <= limit else text[: limit - 1] + "…"
-    return None
+    if wrapper is None:
+        return None
+    return wrapper if len(wrapper) <= limit else wrapper[: limit - 1] + "…"
 
 
 def _strip_prefix(line: str) -> str:

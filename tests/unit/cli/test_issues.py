@@ -166,6 +166,23 @@ def test_the_command_makes_the_requests(tmp_path: Path, regressed: RunComparison
     assert "opened #42" in out and "closed #37" in out and "kept #38" in out
 
 
+def test_the_candidate_jobs_issues_have_their_own_label(
+        tmp_path: Path, regressed: RunComparison, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The vLLM candidate job files an upgrade A/B's regressions apart from the nightly's:
+    # it lists and labels only its own, so the scheduled nightly (which closes issues of
+    # another vLLM version) never sees them, nor they the nightly's.
+    path = tmp_path / "upgrade.json"
+    path.write_text(regressed.model_dump_json(), encoding="utf-8")
+    replay = Replay()
+    _env(monkeypatch, replay)
+    assert main(["issues", str(path), "--label", cli_issues.CANDIDATE_LABEL]) == 0
+    listed = [s[1] for s in replay.sent if s[0] == "GET"]
+    assert listed and all(f"labels={cli_issues.CANDIDATE_LABEL}&" in u for u in listed[:1])
+    created = [w for w in replay.writes() if w[1] == f"{API}/issues"]
+    assert created and all(w[2]["labels"] == [cli_issues.CANDIDATE_LABEL] for w in created)
+    assert cli_issues.CANDIDATE_LABEL != LABEL
+
+
 def test_a_refused_request_is_exit_2_with_githubs_message(
         tmp_path: Path, regressed: RunComparison, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

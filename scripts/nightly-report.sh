@@ -63,6 +63,15 @@ if [[ -z "$kept" && -n "${GITHUB_REPOSITORY:-}" && -n "${GITHUB_TOKEN:-}" ]]; th
     specperf fetch-nightlies "$kept" \
         || echo "::warning::specperf: could not fetch earlier nightlies: judged without them"
 fi
+# A night that finds the previous scheduled night missing, cancelled, failed or still
+# running says so (fetch-nightlies writes it from the workflow's run history): a night
+# that never ran leaves nothing else behind. Its text is specperf's own (numbers, dates
+# and GitHub's conclusion names), one line.
+if [[ -n "$kept" && -s "$kept/previous-night.txt" ]]; then
+    gap="$(head -n 1 "$kept/previous-night.txt" | tr -cd '[:alnum:][:space:]#().,:;_+/-')"
+    echo "::warning::specperf: previous night: $gap"
+    echo "### specperf: ⚠️ previous night: $gap" >>"$summary"
+fi
 against=()
 if [[ -f "$baseline" ]]; then
     against+=("$baseline")

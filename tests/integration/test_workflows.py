@@ -668,6 +668,29 @@ def test_report_script_pools_a_kept_runs_directory(tmp_path: Path,
     ]
 
 
+def test_report_script_says_the_previous_night_is_missing(tmp_path: Path,
+                                                         fake_specperf: tuple[Path, Path]) -> None:
+    # What fetch-nightlies wrote from the workflow's run history (specperf.store.night_history):
+    # shown as a workflow warning and in the job summary, with nothing of it a command.
+    bindir, _ = fake_specperf
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "previous-night.txt").write_text(
+        "1 scheduled night(s) missing: none ran between run #10 of 2026-12-05 01:17 UTC and "
+        "this one\n::error::not a command\n")
+    summary = tmp_path / "summary.md"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "nightly-report.sh"), str(_two_shards(tmp_path)),
+         str(tmp_path / "merged")],
+        env=_env(bindir, KEPT_RUNS=str(kept), GITHUB_STEP_SUMMARY=str(summary)),
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("::warning::specperf: previous night: 1 scheduled night(s) missing: none ran between "
+            "run #10 of 2026-12-05 01:17 UTC") in proc.stdout
+    assert "::error::" not in proc.stdout
+    assert "previous night: 1 scheduled night(s) missing" in summary.read_text()
+
+
 def test_report_script_fetches_earlier_nightlies_in_actions(
         tmp_path: Path, fake_specperf: tuple[Path, Path]) -> None:
     bindir, log = fake_specperf

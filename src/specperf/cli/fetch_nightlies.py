@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from specperf.cli import options
 from specperf.config import settings
+from specperf.store.files import atomic_write_text
 from specperf.store.github_artifacts import RECORD_NAME, GitHubError, fetch_nightlies
+from specperf.store.night_history import previous_night, scheduled_runs
 
 PROG = "specperf fetch-nightlies"
+#: Where a night that finds the previous one missing, cancelled or failed says so (one
+#: line; absent when the previous night ran and succeeded): nightly-report.sh shows it.
+GAP_NAME = "previous-night.txt"
 #: Exit status when GitHub could not be asked (as fetch-sharegpt's failed download).
 EXIT_FETCH_FAILED = options.EXIT_FETCH_FAILED
 
@@ -45,6 +51,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20,
                    help="successful runs to fetch, newest first (default: 20; the comparison "
                         "keeps the ones of the same profile, hardware and vLLM)")
+    p.add_argument("--night-hours", type=float, default=24.0, metavar="H",
+                   help="the schedule's period: a gap of more than 1.5 × H since the previous "
+                        "scheduled run is a missing night, said in DIR/" + GAP_NAME
+                        + " (default: 24)")
     p.add_argument("--exclude-run", type=int, default=None, metavar="RUN_ID",
                    help="leave this workflow run out (default: $GITHUB_RUN_ID, the run asking)")
     return p
@@ -80,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise options.BadInput(f"{out}: cannot write the run files: {exc.strerror or exc} — "
                                "give a writable directory") from None
+    _say_previous_night(repo, args, env, token, exclude, out)
     for r in found.refused:
         # The reasons quote the API's text (repr): a branch name cannot start a line.
         print(f"{PROG}: refused run {r.run_id} ({r.html_url or 'no URL'}), not a trusted "
@@ -90,3 +101,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(found.kept)} nightly run file(s) in {out}{refused} "
           f"(record: {out / RECORD_NAME})")
     return options.EXIT_OK
+
+
+def _say_previous_night(repo: str, args: argparse.Namespace, env: settings.Settings,
+                        token: str | None, this_run: int | None, out: Path) -> None:
+    """The previous scheduled night, when it is missing or did not succeed: printed and
+    written to DIR/previous-night.txt (a failure to ask is a note, not a failed fetch)."""
+    gap = out / GAP_NAME
+    try:
+        runs = scheduled_runs(repo, args.workflow, token=token, api_url=env.github_api_url)
+    except GitHubError as exc:
+        print(f"{PROG}: note: could not read the earlier scheduled runs: {exc}", file=sys.stderr)
+        return
+    problem = previous_night(runs, this_run, datetime.now(UTC), args.night_hours)
+    if problem is None:
+        gap.unlink(missing_ok=True)
+        return
+    print(f"{PROG}: previous night: {problem}", file=sys.stderr)
+    atomic_write_text(gap, problem + "\n")

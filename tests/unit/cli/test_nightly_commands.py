@@ -174,3 +174,23 @@ def test_two_promotes_of_the_same_runs_write_once(
     path = baseline_store.baseline_path(baselines, "cpu-ci", "cpu-amd-epyc-2c")
     history = sorted(p.name for p in baseline_store.history_dir(path).glob("*.json"))
     assert len(history) == 3, history  # not 6 (no "-2" twins)
+
+
+def test_fetch_nightlies_says_when_the_previous_night_did_not_succeed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    api = NightlyAPI(tmp_path)
+    try:
+        api.add(NIGHTLIES[0])
+        cancelled = api.add(NIGHTLIES[1], conclusion="cancelled")
+        monkeypatch.setenv("GITHUB_API_URL", api.url)
+        kept = tmp_path / "kept"
+        assert main(["fetch-nightlies", str(kept), "--repo", api.REPO]) == Exit.OK
+    finally:
+        api.close()
+    said = (kept / "previous-night.txt").read_text()
+    # (The recorded nightlies are not a day apart: a gap may be said before it.)
+    assert "the previous night (run #2 of" in said and "ended cancelled" in said, said
+    err = capsys.readouterr().err
+    assert "specperf fetch-nightlies: previous night: " in err and "ended cancelled" in err
+    assert any("event=schedule" in path for path, _ in api.requests)
+    assert f"nightly-2-{cancelled}" not in str(list(kept.iterdir()))  # never a kept run

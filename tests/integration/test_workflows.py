@@ -30,10 +30,13 @@ WF_DIR = ROOT / ".github" / "workflows"
 NIGHTLY = WF_DIR / "nightly-perf.yml"
 CI = WF_DIR / "ci.yml"
 PROMOTE = WF_DIR / "promote-baseline.yml"
-#: The workflows with a read-only token throughout.
-WORKFLOWS = [CI, NIGHTLY]
+CANDIDATE = WF_DIR / "vllm-candidate.yml"
+#: The workflows with a read-only token throughout (but the issue filers of WRITERS).
+WORKFLOWS = [CI, NIGHTLY, CANDIDATE]
 #: Every workflow (linted, pinned, timed out, no expressions in scripts).
-ALL_WORKFLOWS = [CI, NIGHTLY, PROMOTE]
+ALL_WORKFLOWS = [CI, NIGHTLY, PROMOTE, CANDIDATE]
+#: The runner labels the GPU jobs default to: GPU model and memory, GPU count.
+DEFAULT_LABELS = ["self-hosted", "linux", "gpu", "a100-80gb", "x1"]
 TOOLS = ROOT / ".specperf" / "tools" / "npm"
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -222,7 +225,8 @@ def test_nightly_triggers_never_run_pull_request_code() -> None:
 
 
 #: The one write permission in the workflows: the nightly's issues job files issues.
-WRITERS = {("nightly-perf.yml", "issues"): {"issues": "write"}}
+WRITERS = {("nightly-perf.yml", "issues"): {"issues": "write"},
+           ("vllm-candidate.yml", "issues"): {"issues": "write"}}
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -341,7 +345,7 @@ def test_the_perf_run_is_offline_after_an_install_without_the_token() -> None:
 ON_DEFAULT_BRANCH = "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
 
 
-@pytest.mark.parametrize("path", [NIGHTLY, PROMOTE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [NIGHTLY, PROMOTE, CANDIDATE], ids=lambda p: p.name)
 def test_dispatches_run_only_on_the_default_branch(path: Path) -> None:
     for job_id, job in _load(path)["jobs"].items():
         assert ON_DEFAULT_BRANCH in job.get("if", ""), (path.name, job_id)
@@ -353,7 +357,7 @@ def test_perf_job_shape() -> None:
     runs_on = job["runs-on"]
     assert isinstance(runs_on, str) and "fromJSON(" in runs_on
     m = re.search(r"'(\[.*?\])'", runs_on)
-    assert m and json.loads(m.group(1)) == ["self-hosted", "linux", "gpu", "a100"]
+    assert m and json.loads(m.group(1)) == DEFAULT_LABELS
     assert "inputs.runner-labels" in runs_on and "vars." in runs_on
     conc = job["concurrency"]
     assert conc["cancel-in-progress"] is False
@@ -363,7 +367,8 @@ def test_perf_job_shape() -> None:
     assert job["env"]["SHARD"] == "${{ matrix.shard }}"
     assert job["env"]["SHARD_COUNT"] == "${{ strategy.job-total }}"
     assert "inputs.profile" in job["env"]["PROFILE"]
-    assert "inputs.vllm-version" in job["env"]["VLLM_VERSION"]
+    # A schedule measures the pin: no repository variable moves the engine without a commit.
+    assert job["env"]["VLLM_VERSION"] == "${{ inputs.vllm-version || '' }}"
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert any("scripts/nightly-shard.sh" in r for r in runs)
     assert any("fetch-sharegpt" in r for r in runs)
@@ -371,6 +376,66 @@ def test_perf_job_shape() -> None:
     assert len(uploads) == 1 and uploads[0]["if"] == "always()"
     assert ".specperf/runs/" in uploads[0]["with"]["path"]
     assert "matrix.shard" in uploads[0]["with"]["name"]
+
+
+def test_the_night_is_planned_first_and_refused_when_it_does_not_fit() -> None:
+    job = _load(NIGHTLY)["jobs"]["perf"]
+    runs = [s.get("run", "") for s in job["steps"]]
+    plan = next(i for i, r in enumerate(runs) if "nightly-shard.sh plan" in r)
+    install = next(i for i, r in enumerate(runs) if "nightly-shard.sh install" in r)
+    # The first step after checkout and Python: nothing installed (but specperf's core) or
+    # served before it, so a night that does not fit is refused in a second.
+    assert plan < install and all(not r for r in runs[:plan])
+    assert "nox" not in runs[plan] and "vllm" not in runs[plan].lower()
+    # The limit a little below the job's timeout: install, download and upload take the rest.
+    assert 0 < int(job["env"]["PLAN_LIMIT_MINUTES"]) <= job["timeout-minutes"] - 60
+
+
+@pytest.mark.parametrize("path", [NIGHTLY, CANDIDATE], ids=lambda p: p.name)
+def test_each_runner_service_gets_its_gpus_and_lock_from_variables(path: Path) -> None:
+    wf = _load(path)
+    job = wf["jobs"]["perf" if path == NIGHTLY else "candidate"]
+    assert job["env"]["SPECPERF_VAR_CUDA_VISIBLE_DEVICES"] == \
+        "${{ vars.SPECPERF_CUDA_VISIBLE_DEVICES || '' }}"
+    assert job["env"]["SPECPERF_VAR_GPU_LOCK"] == "${{ vars.SPECPERF_GPU_LOCK || '' }}"
+    # Never set directly: an unset repository variable would hide every GPU ("" = none).
+    assert "CUDA_VISIBLE_DEVICES" not in job["env"] and "SPECPERF_GPU_LOCK" not in job["env"]
+    m = re.search(r"'(\[.*?\])'", job["runs-on"])
+    assert m and json.loads(m.group(1)) == DEFAULT_LABELS
+    assert job["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_candidate_job_measures_a_release_apart_from_the_nightly() -> None:
+    wf = _load(CANDIDATE)
+    assert _triggers(wf) == {"schedule", "workflow_dispatch"}
+    assert {"candidate", "profile", "select", "rounds", "runner-labels"} <= set(
+        wf["on"]["workflow_dispatch"]["inputs"])
+    job = wf["jobs"]["candidate"]
+    assert job["permissions"] == {"contents": "read"}
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert any(r == "bash scripts/vllm-candidate.sh" for r in runs)
+    [hf] = [s for s in job["steps"] if "HF_TOKEN" in s.get("env", {})]
+    assert hf["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+    assert hf["run"] == 'python scripts/download_models.py --profile "$PROFILE"'
+    assert set(re.findall(r"secrets\.([A-Za-z_]+)", CANDIDATE.read_text())) == {"HF_TOKEN"}
+    # Its findings are filed apart: their own label, never closing another vLLM's issues;
+    # the nightly's own filer keeps the default label.
+    issues = wf["jobs"]["issues"]
+    assert issues["permissions"] == {"contents": "read", "issues": "write"}
+    assert "self-hosted" not in str(issues["runs-on"])
+    [step] = [s for s in issues["steps"] if "specperf issues" in s.get("run", "")]
+    assert "--label specperf-vllm-candidate" in step["run"]
+    assert "--close-superseded" not in step["run"]
+    assert "--label" not in NIGHTLY.read_text()
+    # Not the nightly's queues: a candidate never cancels a pending night.
+    nightly_group = _load(NIGHTLY)["jobs"]["perf"]["concurrency"]["group"]
+    assert job["concurrency"]["group"] != nightly_group
+
+
+def test_the_docs_say_what_github_does_with_a_third_queued_run() -> None:
+    doc = (ROOT / "docs" / "gpu-and-ci.md").read_text(encoding="utf-8")
+    assert "never cancelled" not in doc.split("## Promoting a baseline")[0]
+    assert "one pending run" in doc and "a100-80gb" in doc
 
 
 def test_report_job_merges_the_shards() -> None:
@@ -441,7 +506,9 @@ def _env(bindir: Path, **kw: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PROFILE", "SHARD", "SHARD_COUNT", "VLLM_VERSION", "GITHUB_STEP_SUMMARY",
                         "KEPT_RUNS", "GITHUB_REPOSITORY", "GITHUB_TOKEN", "GH_TOKEN",
-                        "HARDWARE", "RUNS", "KEPT_DIR")}
+                        "HARDWARE", "RUNS", "KEPT_DIR", "CANDIDATE", "SELECT", "ROUNDS", "OUT",
+                        "PLAN_LIMIT_MINUTES", "SPECPERF_VAR_CUDA_VISIBLE_DEVICES",
+                        "SPECPERF_VAR_GPU_LOCK")}
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     env.update(kw)
     return env
@@ -498,6 +565,75 @@ def test_shard_script_installs_and_runs_in_two_steps(fake_nox: tuple[Path, Path]
     args = json.loads(record.read_text())
     assert args[:len(opts) + 2] == [*opts, "-s", "perf"]
     assert args[-2:] == ["--perf-run-dir", ".specperf/runs/shard-1"]
+
+
+def test_shard_script_plans_the_night_before_anything_else(tmp_path: Path) -> None:
+    log = tmp_path / "calls.txt"
+    bindir = _fake_bin(tmp_path, "specperf", (
+        "import sys\n"
+        f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(1)\n"  # the night does not fit
+    ))
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh"), "plan"],
+                          env=_env(bindir, PROFILE="a100-qwen3-32b", SHARD="1", SHARD_COUNT="2",
+                                   PLAN_LIMIT_MINUTES="600"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr  # refused: the job stops here
+    assert log.read_text() == "plan --profile a100-qwen3-32b --shards 2 --limit-minutes 600\n"
+    bad = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh"), "plan"],
+                         env=_env(bindir, PROFILE="a100-qwen3-32b", PLAN_LIMIT_MINUTES="ten"),
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "PLAN_LIMIT_MINUTES" in bad.stderr
+
+
+@pytest.mark.parametrize(("runner", "variables", "want"), [
+    ({}, {"SPECPERF_VAR_CUDA_VISIBLE_DEVICES": "2,3", "SPECPERF_VAR_GPU_LOCK": "/run/gpu23.lock"},
+     ["2,3", "/run/gpu23.lock"]),
+    # The runner service's own .env wins over the repository variable.
+    ({"CUDA_VISIBLE_DEVICES": "0", "SPECPERF_GPU_LOCK": "/run/gpu0.lock"},
+     {"SPECPERF_VAR_CUDA_VISIBLE_DEVICES": "2,3", "SPECPERF_VAR_GPU_LOCK": "/run/gpu23.lock"},
+     ["0", "/run/gpu0.lock"]),
+    ({}, {}, ["<unset>", "<unset>"]),
+])
+def test_shard_script_gives_each_runner_service_its_gpus_and_lock(
+        tmp_path: Path, runner: dict[str, str], variables: dict[str, str], want: list[str]) -> None:
+    record = tmp_path / "nox-env.json"
+    bindir = _fake_bin(tmp_path, "nox", (
+        "import json, os\n"
+        f"open({str(record)!r}, 'w').write(json.dumps([os.environ.get(k, '<unset>') for k in "
+        "('CUDA_VISIBLE_DEVICES', 'SPECPERF_GPU_LOCK')]))\n"
+    ))
+    env = _env(bindir, PROFILE="a100-qwen3-32b", **variables, **runner)
+    if "CUDA_VISIBLE_DEVICES" not in runner:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        env.pop("SPECPERF_GPU_LOCK", None)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly-shard.sh"), "run"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(record.read_text()) == want
+    assert "specperf: CUDA_VISIBLE_DEVICES=" in proc.stdout
+
+
+def test_candidate_script_runs_the_upgrade_against_the_pin(fake_nox: tuple[Path, Path],
+                                                           noxfile: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir, record = fake_nox
+    monkeypatch.chdir(ROOT)
+    pinned = noxfile._pinned_engine("gpu")  # noqa: SLF001
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-candidate.sh")],
+                          env=_env(bindir, PROFILE="a100-qwen3-32b", CANDIDATE="0.34.0",
+                                   SELECT="nospec or k3", ROUNDS="2", OUT="/tmp/x; $(touch pwned)"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(record.read_text()) == [
+        "-s", "upgrade", "--", "--vllm-extra", "gpu", "--candidate", "0.34.0", "--current",
+        pinned, "--rounds", "2", "--out", "/tmp/x; $(touch pwned)",
+        "--perf-profile", "a100-qwen3-32b", "-k", "nospec or k3"]
+    assert not (ROOT / "pwned").exists()
+    same = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-candidate.sh")],
+                          env=_env(bindir, PROFILE="a100-qwen3-32b", CANDIDATE=str(pinned)),
+                          capture_output=True, text=True, timeout=60)
+    assert same.returncode == 0 and "nothing to measure" in same.stdout
 
 
 def test_shard_script_refuses_an_unknown_mode(fake_nox: tuple[Path, Path]) -> None:

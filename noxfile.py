@@ -228,6 +228,10 @@ def perf(session: nox.Session) -> None:
 
     `specperf check` first: the profile's server configs against the installed vLLM's
     parser (without --perf-profile or SPECPERF_PROFILE: every shipped profile).
+
+    --vllm VERSION installs that release (else the extra's pin), and the run measures only
+    that one: pytest gets --perf-vllm VERSION, which refuses, before any server starts, an
+    environment holding another (`nox -R`, which installs nothing, reuses whatever is there).
     """
     args = list(session.posargs)
     extra = _pop_option(args, "--vllm-extra") or ("gpu" if _has_gpu() else "cpu")

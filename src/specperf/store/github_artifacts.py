@@ -56,6 +56,11 @@ __all__ = ["DEFAULT_API_URL", "Fetched", "GitHubError", "Nightlies", "Refused", 
 DEFAULT_API_URL = "https://api.github.com"
 #: A merged run file is a few MB; anything far larger is not one (or is a zip bomb).
 MAX_RUN_BYTES = 256 * 1024 * 1024
+#: The largest artifact zip downloaded at all, whatever its ``size_in_bytes`` says (a
+#: merged artifact is a run file, a comparison and a report: a few MB zipped).
+MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
+#: The largest JSON answer read (a page of 50 workflow runs is ~0.3 MB).
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 _PER_PAGE = 50
 #: The events a trusted nightly starts from: its schedule, or a person with write access
 #: running it by hand (then on the default branch only: see :func:`untrusted`).
@@ -198,11 +203,19 @@ def _commit_mismatch(run_text: str, head_sha: object) -> str | None:
     return None
 
 
+#: Hosts plain http may reach: this machine's loopback only (a local stand-in of the API,
+#: as the tests run one); anything else is https, or the token could be read on the way.
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
 def _request(url: str, token: str | None, accept: str = "application/vnd.github+json"
              ) -> urllib.request.Request:
-    if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
-        raise GitHubError(f"{url}: not an http(s) URL — give GITHUB_API_URL as https://…")
-    req = urllib.request.Request(url, headers={  # noqa: S310 - http(s) only, checked above
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "https" and not (parts.scheme == "http"
+                                        and parts.hostname in _LOOPBACK):
+        raise GitHubError(f"{url}: not an https URL (plain http only to 127.0.0.1) — give "
+                          "GITHUB_API_URL as https://…")
+    req = urllib.request.Request(url, headers={  # noqa: S310 - https (or loopback http) only
         "Accept": accept, "X-GitHub-Api-Version": "2022-11-28",
         "User-Agent": "specperf-fetch-nightlies"})
     if token:
@@ -211,10 +224,17 @@ def _request(url: str, token: str | None, accept: str = "application/vnd.github+
     return req
 
 
-def _open(opener: Opener, req: urllib.request.Request, timeout: float) -> bytes:
+def _open(opener: Opener, req: urllib.request.Request, timeout: float,
+          limit: int = MAX_ANSWER_BYTES, what: str | None = None) -> bytes:
+    """The answer's body, never more than ``limit`` bytes read (more: an error)."""
     try:
         with opener(req, timeout=timeout) as resp:
-            return bytes(resp.read())
+            body = bytes(resp.read(limit + 1))
+            if len(body) > limit:
+                raise GitHubError(f"GET {req.full_url}: "
+                                  f"{what or f'the answer is more than {limit} bytes'} — "
+                                  "not what GitHub sends here")
+            return body
     except urllib.error.HTTPError as exc:
         hint = {401: "the token is missing or invalid",
                 403: "the token may not read Actions (the job needs `permissions: actions: "
@@ -368,10 +388,21 @@ def fetch_nightlies(repo: str, workflow: str, artifact: str, out: Path, *,
                     f"{artifact!r}; skipped")
                 found.skipped.append(_refused(run, (f"no unexpired artifact {artifact!r}",)))
                 continue
+            size = art.get("size_in_bytes")
+            if not isinstance(size, int) or not 0 < size <= MAX_ARTIFACT_BYTES:
+                say(f"specperf: nightly {run.get('html_url') or run_id}: artifact {artifact!r} "
+                    f"size_in_bytes {_shown(size)}, not 1..{MAX_ARTIFACT_BYTES}; skipped")
+                found.skipped.append(_refused(run, (
+                    f"artifact {artifact!r} size_in_bytes {_shown(size)}, not 1.."
+                    f"{MAX_ARTIFACT_BYTES}: not downloaded",)))
+                continue
             url = str(art["archive_download_url"])
             # The token goes to the API host only, never to a URL elsewhere an answer names.
+            # The download stops at the size the listing gave: never more is read.
             zipped = _open(open_url, _request(url, token if url.startswith(f"{api}/") else None,
-                                              accept="application/zip"), timeout)
+                                              accept="application/zip"), timeout,
+                           limit=size, what=f"the download is more than the artifact's "
+                                            f"size_in_bytes {size}")
             text = _run_json(zipped, f"artifact {artifact} of run {run_id}")
         mismatch = _commit_mismatch(text, run.get("head_sha"))
         if mismatch:  # a run file made elsewhere, uploaded by this run: never written

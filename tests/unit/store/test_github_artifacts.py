@@ -297,3 +297,43 @@ def test_a_head_sha_that_is_not_a_commit_id_is_refused_unasked(
     (refused,) = _found(api, tmp_path / "kept").refused
     assert refused.run_id == bad and refused.reasons[0].startswith("head_sha '../../../user'")
     assert not any("/compare/" in p for p, _ in api.requests)
+
+
+@pytest.mark.parametrize("url", ["http://api.example.com", "http://10.0.0.1:8080",
+                                 "file:///etc", "ftp://api.github.com"])
+def test_the_token_is_never_sent_over_plain_http(tmp_path: Path, url: str) -> None:
+    """Plain http only to a server on this machine's loopback (the tests' stand-in)."""
+    sent: list[object] = []
+
+    def opener(req: object, timeout: float) -> object:
+        sent.append(req)
+        raise AssertionError("no request may be made")
+
+    with pytest.raises(GitHubError, match=r"not an https URL"):
+        fetch_nightlies("octo-org/specperf", "nightly-perf.yml", "perf-merged",
+                        tmp_path / "kept", token="ghs_secret", limit=1, api_url=url,
+                        opener=opener)
+    assert not sent
+
+
+def test_an_artifact_larger_than_it_says_is_not_read_past_its_size(
+        api: NightlyAPI, tmp_path: Path) -> None:
+    run_id = api.add(NIGHTLIES[0])
+    api.declared_size[run_id] = 100  # the zip is larger: the download stops there
+    with pytest.raises(GitHubError, match=r"more than the artifact's size_in_bytes 100"):
+        _fetch(api, tmp_path / "kept")
+    assert not list((tmp_path / "kept").rglob("run.json"))
+
+
+def test_an_artifact_over_the_absolute_cap_is_never_downloaded(
+        api: NightlyAPI, tmp_path: Path) -> None:
+    from specperf.store.github_artifacts import MAX_ARTIFACT_BYTES
+
+    trusted = api.add(NIGHTLIES[0])
+    huge = api.add(NIGHTLIES[1])
+    api.declared_size[huge] = MAX_ARTIFACT_BYTES + 1
+    found = _found(api, tmp_path / "kept")
+    assert [f.run_id for f in found.kept] == [trusted]
+    (skipped,) = found.skipped
+    assert skipped.run_id == huge and "size_in_bytes" in skipped.reasons[0]
+    assert not any(p.startswith(f"/storage/{huge}") for p, _ in api.requests)

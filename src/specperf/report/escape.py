@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ZWJ", "md_code", "md_escape", "neutralise_commands"]
+__all__ = ["ZWJ", "md_code", "md_escape", "neutralise_commands", "title_text"]
 
 #: U+200D ZERO WIDTH JOINER: invisible, and not a character of a user or issue name.
 ZWJ = "\u200d"
@@ -55,6 +55,17 @@ def md_escape(text: object) -> str:
     out = out.replace("::", "\\:\\:")
     out = _BLOCK_MARK.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
     return _LIST_NUMBER.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
+
+
+def title_text(text: object, limit: int) -> str:
+    """``text`` for an issue or pull request title, which GitHub shows as text but still
+    links ``#123`` and ``@name`` in: on one line (control characters dropped, line breaks
+    folded), mentions and references broken as :func:`md_escape` breaks them, at most
+    ``limit`` characters."""
+    out = str(text).replace("\r\n", "\n").translate(_FOLD)
+    out = _MENTION.sub("@" + ZWJ, out)
+    out = _REF.sub(lambda m: (m.group(1) or "#") + ZWJ, out)
+    return out if len(out) <= limit else out[:limit - 1] + "…"
 
 
 _BACKTICKS = re.compile(r"`+")

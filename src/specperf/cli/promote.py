@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Whether it already is the baseline is decided there, under the baseline's lock:
         # a check before it would let two promotes of the same runs both write.
-        written, current = baseline_store.promote_runs(path, runs)
+        written, current, filed = baseline_store.promote_runs(path, runs)
     except OSError as exc:
         raise options.BadInput(f"{path}: cannot write the baseline: {exc.strerror or exc} — "
                                "give a writable --baselines directory") from None
@@ -138,7 +138,10 @@ def run(args: argparse.Namespace) -> int:
            else f"the baseline of {current.provenance.date:%Y-%m-%d}")
     summary = (f"{head} agree (none failed its own checks, none regresses against the "
                f"others, every timing's run-to-run spread within the profile's budget); "
-               f"{path} replaces {was}, all {len(chosen)} filed in its history")
+               f"{path} replaces {was}, "
+               + (f"all {len(chosen)} filed in its history" if filed == len(chosen) else
+                  f"{filed} filed in its history ({len(chosen) - filed} there already, "
+                  "from an earlier promote)"))
     print(f"{summary}\n" + "\n".join(f"- {_line(lb, r)}" for lb, r in chosen))
     _write_markdown(args, f"### specperf: baseline promoted\n\n{md_escape(summary)}.\n\n"
                           f"Runs (newest "

@@ -320,8 +320,37 @@ def test_secrets_only_the_hf_token_and_only_from_secrets() -> None:
     # perf suite there (the token would be in reach of every package's code).
     [(job_id, step)] = found
     assert job_id == "perf"
-    assert step["run"] == 'python scripts/download_models.py --profile "$PROFILE"'
+    assert step["run"] == '"$TOKEN_VENV/bin/python" -I scripts/download_models.py --profile "$PROFILE"'
+    assert step["env"]["TOKEN_VENV"] == "${{ runner.temp }}/token-venv"
     assert "HF_TOKEN" not in json.dumps(wf["jobs"]["perf"].get("env", {}))
+
+
+TOKEN_REQUIREMENTS = ROOT / ".github" / "requirements" / "token.txt"
+
+
+def test_the_token_step_runs_in_a_job_local_venv_from_hash_locked_requirements() -> None:
+    """Not the runner's tool-cache Python (it persists between jobs; an earlier job's .pth
+    would run with the token): a venv in RUNNER_TEMP, made and filled in the step before,
+    without the token, from a requirements file where every package is pinned and hashed."""
+    steps = _load(NIGHTLY)["jobs"]["perf"]["steps"]
+    download = next(i for i, s in enumerate(steps) if "HF_TOKEN" in s.get("env", {}))
+    make = steps[download - 1]
+    assert "HF_TOKEN" not in json.dumps(make.get("env", {}))
+    assert make["env"]["TOKEN_VENV"] == "${{ runner.temp }}/token-venv"  # emptied every job
+    lines = make["run"].splitlines()
+    assert lines[0] == 'python -I -S -m venv "$TOKEN_VENV"'
+    assert lines[1].startswith('"$TOKEN_VENV/bin/python" -I -m pip install ')
+    assert "--require-hashes" in lines[1] and "-r .github/requirements/token.txt" in lines[1]
+    assert steps[download]["run"].startswith('"$TOKEN_VENV/bin/python" -I ')
+    reqs = [r for r in re.sub(r"\\\n", " ", TOKEN_REQUIREMENTS.read_text()).splitlines()
+            if r.strip() and not r.startswith("#")]
+    names = set()
+    for req in reqs:
+        m = re.fullmatch(r"([a-z0-9-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)\s*", req)
+        assert m, req
+        names.add(m.group(1))
+    # What scripts/download_models.py imports, and what they need on the way.
+    assert {"huggingface-hub", "pydantic", "pydantic-core", "httpx2", "hf-xet"} <= names
 
 
 def test_the_perf_run_is_offline_after_an_install_without_the_token() -> None:

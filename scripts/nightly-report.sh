@@ -23,6 +23,8 @@
 # say so, and the script exits 0 — the same outcomes the perf run's pytest reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# run_content: workflow commands stopped while specperf prints a run file's text.
+source scripts/workflow-commands.sh
 
 shards="${1:?usage: $0 SHARDS_DIR OUT_DIR}"
 out="${2:?usage: $0 SHARDS_DIR OUT_DIR}"
@@ -41,7 +43,7 @@ if (( ${#runs[@]} == 0 )); then
 fi
 printf 'merging %s\n' "${runs[@]}"
 
-specperf merge "${runs[@]}" --out "$out/run.json" | tee -a "$summary"
+run_content tee_summary specperf merge "${runs[@]}" --out "$out/run.json"
 
 # The stored baseline for the merged run's profile and hardware, in this checkout. The
 # names come from the run file: only plain names become a path (and reach the log, where a
@@ -60,7 +62,7 @@ PY
 kept="${KEPT_RUNS:-}"
 if [[ -z "$kept" && -n "${GITHUB_REPOSITORY:-}" && -n "${GITHUB_TOKEN:-}" ]]; then
     kept=kept-runs
-    specperf fetch-nightlies "$kept" \
+    run_content specperf fetch-nightlies "$kept" \
         || echo "::warning::specperf: could not fetch earlier nightlies: judged without them"
 fi
 # A night that finds the previous scheduled night missing, cancelled, failed or still
@@ -88,17 +90,17 @@ if (( ${#against[@]} + ${#kept_args[@]} > 0 )); then
     if (( ${#against[@]} > 0 )); then
         base_args=(--baseline "$baseline")
     fi
-    specperf report "$out/run.json" --out "$out/report" "${base_args[@]}" "${kept_args[@]}" \
+    run_content specperf report "$out/run.json" --out "$out/report" "${base_args[@]}" "${kept_args[@]}" \
         --step-summary || status=$?
     # The gate, the perf run's own verdict (specperf.analysis.verdict): 1 a check failed,
     # 6 inconclusive, 7 machine busy. Which baseline and kept runs it judged with is the
     # comparison's first note (in compare.md and the job summary).
-    specperf compare "$out/run.json" "${against[@]}" "${kept_args[@]}" \
+    run_content specperf compare "$out/run.json" "${against[@]}" "${kept_args[@]}" \
         --markdown "$out/compare.md" --json-out "$out/compare.json" || status=$?
 else
     echo "specperf: no baseline $baseline in this checkout: report only, nothing compared" \
         | tee -a "$summary"
-    specperf report "$out/run.json" --out "$out/report" --step-summary || status=$?
+    run_content specperf report "$out/run.json" --out "$out/report" --step-summary || status=$?
 fi
 case "$status" in
     6) echo "::warning::specperf: some checks are INCONCLUSIVE (not a failure): the data could not decide; see the report"

@@ -13,6 +13,8 @@
 # 2 on bad input, 0 when a pull request was opened or nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# run_content: workflow commands stopped while specperf prints the kept runs' text.
+source scripts/workflow-commands.sh
 
 : "${PROFILE:?set PROFILE to a profile name}"
 : "${HARDWARE:?set HARDWARE to a hardware id}"
@@ -33,7 +35,7 @@ if [[ -n "${RUNS:-}" ]]; then
 fi
 
 status=0
-specperf promote "${args[@]}" || status=$?
+run_content specperf promote "${args[@]}" || status=$?
 if [[ -f promote.md ]]; then
     cat promote.md >>"$summary"
 fi

@@ -346,6 +346,12 @@ class NightlyAPI:
         self.zips: dict[int, bytes] = {}
         self.requests: list[tuple[str, str | None]] = []
         self.fail_with: int | None = None
+        #: A commit's place against the default branch, as the compare API says it
+        #: (``ahead``, ``diverged``, or 404 for an unknown one); any other: ``behind``.
+        self.commit_status: dict[str, str | int] = {}
+        #: An artifact's ``size_in_bytes`` as the listing says it (default: its zip's).
+        self.declared_size: dict[int, int] = {}
+        self._compare_entry = json.loads((GITHUB_API_DIR / "compare.json").read_text())
         self._run_entry = json.loads((GITHUB_API_DIR / "workflow-runs.json").read_text())[
             "workflow_runs"][0]
         self._artifact_entry = json.loads((GITHUB_API_DIR / "run-artifacts.json").read_text())[
@@ -424,12 +430,20 @@ class NightlyAPI:
             shown = runs[(page - 1) * per_page: page * per_page]
             return 200, json.dumps({"total_count": len(runs),
                                     "workflow_runs": shown}).encode(), as_json
+        m = re.fullmatch(rf"/repos/{self.REPO}/compare/main\.\.\.([0-9a-f]{{40}})", url.path)
+        if m:
+            status = self.commit_status.get(m.group(1), "behind")
+            if isinstance(status, int):
+                return status, b'{"message": "Not Found"}', as_json
+            return 200, json.dumps({**self._compare_entry, "status": status}).encode(), as_json
         m = re.fullmatch(rf"/repos/{self.REPO}/actions/runs/(\d+)/artifacts", url.path)
         if m:
             run_id = int(m.group(1))
             art = dict(self._artifact_entry)
-            art.update(id=run_id, archive_download_url=f"{self.url}/repos/{self.REPO}/actions/"
-                                                         f"artifacts/{run_id}/zip")
+            size = self.declared_size.get(run_id, len(self.zips.get(run_id, b"")))
+            art.update(id=run_id, size_in_bytes=size,
+                       archive_download_url=f"{self.url}/repos/{self.REPO}/actions/"
+                                            f"artifacts/{run_id}/zip")
             arts = [art] if run_id in self.zips and query.get("name") == art["name"] else []
             return 200, json.dumps({"total_count": len(arts), "artifacts": arts}).encode(), as_json
         m = re.fullmatch(rf"/repos/{self.REPO}/actions/artifacts/(\d+)/zip", url.path)

@@ -324,8 +324,37 @@ def test_secrets_only_the_hf_token_and_only_from_secrets() -> None:
     # perf suite there (the token would be in reach of every package's code).
     [(job_id, step)] = found
     assert job_id == "perf"
-    assert step["run"] == 'python scripts/download_models.py --profile "$PROFILE"'
+    assert step["run"] == '"$TOKEN_VENV/bin/python" -I scripts/download_models.py --profile "$PROFILE"'
+    assert step["env"]["TOKEN_VENV"] == "${{ runner.temp }}/token-venv"
     assert "HF_TOKEN" not in json.dumps(wf["jobs"]["perf"].get("env", {}))
+
+
+TOKEN_REQUIREMENTS = ROOT / ".github" / "requirements" / "token.txt"
+
+
+def test_the_token_step_runs_in_a_job_local_venv_from_hash_locked_requirements() -> None:
+    """Not the runner's tool-cache Python (it persists between jobs; an earlier job's .pth
+    would run with the token): a venv in RUNNER_TEMP, made and filled in the step before,
+    without the token, from a requirements file where every package is pinned and hashed."""
+    steps = _load(NIGHTLY)["jobs"]["perf"]["steps"]
+    download = next(i for i, s in enumerate(steps) if "HF_TOKEN" in s.get("env", {}))
+    make = steps[download - 1]
+    assert "HF_TOKEN" not in json.dumps(make.get("env", {}))
+    assert make["env"]["TOKEN_VENV"] == "${{ runner.temp }}/token-venv"  # emptied every job
+    lines = make["run"].splitlines()
+    assert lines[0] == 'python -I -S -m venv "$TOKEN_VENV"'
+    assert lines[1].startswith('"$TOKEN_VENV/bin/python" -I -m pip install ')
+    assert "--require-hashes" in lines[1] and "-r .github/requirements/token.txt" in lines[1]
+    assert steps[download]["run"].startswith('"$TOKEN_VENV/bin/python" -I ')
+    reqs = [r for r in re.sub(r"\\\n", " ", TOKEN_REQUIREMENTS.read_text()).splitlines()
+            if r.strip() and not r.startswith("#")]
+    names = set()
+    for req in reqs:
+        m = re.fullmatch(r"([a-z0-9-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)\s*", req)
+        assert m, req
+        names.add(m.group(1))
+    # What scripts/download_models.py imports, and what they need on the way.
+    assert {"huggingface-hub", "pydantic", "pydantic-core", "httpx2", "hf-xet"} <= names
 
 
 def test_the_perf_run_is_offline_after_an_install_without_the_token() -> None:
@@ -769,7 +798,9 @@ def test_report_script_refuses_a_hardware_id_that_is_no_plain_name(
     # the script's own check: either names the field.
     assert "provenance.hardware_id" in proc.stderr and "plain name" in proc.stderr or \
         "field `provenance.hardware_id`" in proc.stderr, proc.stderr
-    assert not any(line.startswith("::") for line in (proc.stdout + proc.stderr).splitlines())
+    # No workflow command but run_content's own stop and resume (scripts/workflow-commands.sh).
+    commands = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("::")]
+    assert [re.sub(r"[0-9a-f]{32}", "T", c) for c in commands] == ["::stop-commands::T", "::T::"]
     assert [c.split()[0] for c in log.read_text().splitlines()] == ["merge"]
 
 
@@ -985,3 +1016,51 @@ def test_the_gpu_pin_is_a_release_specperf_check_validates(noxfile: Any,
     monkeypatch.chdir(ROOT)
     gpu, cpu = noxfile._pinned_engine("gpu"), noxfile._pinned_engine("cpu")  # noqa: SLF001
     assert gpu is not None and gpu == cpu, (gpu, cpu)
+
+
+# --- workflow commands stopped around printed run content -------------------------------
+
+#: The specperf commands whose output holds a run file's text (case ids, vLLM versions,
+#: labels, reasons, issue titles): each runs inside `run_content` (workflow commands off).
+PRINTS_RUN_CONTENT = re.compile(r"\bspecperf (merge|report|compare|show|promote|issues|"
+                                r"fetch-nightlies)\b")
+CONTENT_SCRIPTS = [ROOT / "scripts" / "nightly-report.sh", ROOT / "scripts" / "promote-baseline.sh"]
+
+
+def _shell_lines() -> list[tuple[str, str]]:
+    lines = [(p.name, ln) for p in CONTENT_SCRIPTS for ln in p.read_text().splitlines()]
+    for path in ALL_WORKFLOWS:
+        for job_id, step in _steps(_load(path)):
+            lines += [(f"{path.name}:{job_id}", ln) for ln in str(step.get("run", "")).splitlines()]
+    return [(where, ln) for where, ln in lines if not ln.lstrip().startswith("#")]
+
+
+def test_run_content_is_printed_with_workflow_commands_stopped() -> None:
+    """A case id or vLLM version printed at a line's start as ``::error::…`` or
+    ``::add-mask::…`` would be a workflow command: every specperf command that prints a run
+    file's text runs inside `run_content`, and the scripts' own ``::warning::`` lines
+    are outside it."""
+    seen = 0
+    for where, line in _shell_lines():
+        if PRINTS_RUN_CONTENT.search(line):
+            seen += 1
+            assert "run_content " in line, (where, line)
+    assert seen >= 6
+
+
+def test_run_content_stops_commands_with_a_fresh_token(tmp_path: Path) -> None:
+    helper = ROOT / "scripts" / "workflow-commands.sh"
+    script = (f'source {helper}\n'
+              'run_content printf "%s\\n" "::error::forged" "\\x1b]0;t\\x07"\n'
+              'run_content sh -c "echo ::add-mask::x; exit 3" || echo "status $?"\n'
+              'echo "::warning::mine"\n')
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    lines = proc.stdout.splitlines()
+    stops = [i for i, ln in enumerate(lines) if ln.startswith("::stop-commands::")]
+    assert len(stops) == 2, lines
+    tokens = [lines[i].removeprefix("::stop-commands::") for i in stops]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", t) for t in tokens) and tokens[0] != tokens[1]
+    # Each block: stop, the content, resume with the same token; the exit status kept.
+    assert lines[stops[0] + 1] == "::error::forged" and lines[stops[0] + 3] == f"::{tokens[0]}::"
+    assert lines[stops[1] + 1] == "::add-mask::x" and lines[stops[1] + 2] == f"::{tokens[1]}::"
+    assert lines[-2:] == ["status 3", "::warning::mine"]

@@ -11,7 +11,7 @@ from typing import Any
 from specperf.analysis.compare import as_run, compare_runs
 from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.cli import options
-from specperf.report.console import render_comparison
+from specperf.report.console import plain, render_comparison
 from specperf.report.markdown import render_markdown, write_step_summary
 from specperf.schemas import RunResult
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if ref.baseline is None:
         # The first night of this profile, hardware and vLLM: said, never a silent pass.
         for note in ref.notes:
-            print(f"specperf: {note}", file=sys.stderr)
+            print(plain(f"specperf: {note}"), file=sys.stderr)
         return options.EXIT_OK
     cmp = compare_runs(result, ref.baseline, run_label=args.run,
                        baseline_label=ref.baseline_label, force=args.force,
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 raise options.BadInput(f"$GITHUB_STEP_SUMMARY: cannot append to it: "
                                        f"{exc.strerror or exc}") from None
     for r in cmp.refusals:
-        print(f"specperf: refused: {r}", file=sys.stderr)
+        print(plain(f"specperf: refused: {r}"), file=sys.stderr)
     # The run's own checks that a comparison does not make (requests, floors) count too:
     # the exit status is the pytest run's, from one list (analysis.judge.exit_status).
     checks = result.checks if isinstance(result, RunResult) else []

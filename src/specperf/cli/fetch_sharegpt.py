@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from specperf.cli import options
+from specperf.config import settings
 from specperf.engine import sharegpt_fetch
 
 #: Exit code of a download that did not produce the file (not bad input: the network).
@@ -28,10 +30,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options.add_fetch_arguments(p, sharegpt_fetch)
+    p.add_argument("--revision", metavar="COMMIT", default=None,
+                   help=f"the dataset commit to fetch at (40 hex digits; default: "
+                        f"${sharegpt_fetch.REVISION_ENV}); required from the hub until "
+                        "the code pins one")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     return p
 
 
+@options.exits_2_on_bad_input("specperf fetch-sharegpt")
 def run(args: argparse.Namespace) -> int:
     last = [-1]
 
@@ -43,4 +50,14 @@ def run(args: argparse.Namespace) -> int:
         of = f" of {total >> 20}" if total else ""
         print(f"  {mb}{of} MB", file=sys.stderr)
 
+    # Pinned before anything is printed or asked: a commit and a checksum, or nothing is
+    # downloaded (a file already there is kept: run_fetch says so).
+    if args.force or not (Path(args.dir) / sharegpt_fetch.FILENAME).exists():
+        try:
+            args.sha256 = sharegpt_fetch.expected_sha256(args.sha256)
+            if args.url is None and (args.revision is not None
+                                     or not settings.current().sharegpt_url):
+                args.url = sharegpt_fetch.default_url(args.revision)
+        except sharegpt_fetch.NotPinned as exc:
+            raise options.BadInput(str(exc)) from None
     return options.run_fetch(args, sharegpt_fetch, "fetch-sharegpt", progress)

@@ -42,7 +42,15 @@ from specperf.analysis.compare import RunComparison
 from specperf.cli import options
 from specperf.config import settings
 from specperf.config.exits import Exit
-from specperf.report.issues import LABEL, Action, IssueKey, RunLinks, open_issues, plan
+from specperf.report.issues import (
+    LABEL,
+    Action,
+    IssueKey,
+    RunLinks,
+    check_ids,
+    open_issues,
+    plan,
+)
 from specperf.store.files import atomic_write_text
 
 PROG = "specperf issues"
@@ -192,8 +200,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "default: $SPECPERF_ISSUES_CAP, else 10)")
     p.add_argument("--close-superseded", action="store_true",
                    help="this is the scheduled nightly: close the open issues of its profile, "
-                        "hardware and branch filed under another vLLM version (no later night "
-                        "checks them); without it a run on another vLLM closes none of them")
+                        "hardware and branch filed under an older vLLM version (no later "
+                        "night checks them; a newer release's or a key without a version is "
+                        "kept); without it a run on another vLLM closes none of them")
     p.add_argument("--branch", default=None,
                    help="the branch the run was made on, part of each issue's key "
                         "(default: $GITHUB_REF_NAME)")
@@ -288,6 +297,12 @@ def run(args: argparse.Namespace) -> int:
                                "`permissions: issues: write` and GITHUB_TOKEN: "
                                "${{ github.token }}")
     branch = args.branch or env.github_ref_name
+    try:
+        check_ids(cmp, branch)
+    except ValueError as exc:
+        raise options.BadInput(f"{args.comparison}: {exc} — fix: issues are keyed by these; "
+                               "compare run files specperf wrote, on a branch git accepts"
+                               ) from None
     state_path = Path(args.state) if args.state else Path(args.comparison).with_name(
         "issues-state.json")
     state = _load_state(state_path, digest)

@@ -15,6 +15,7 @@ from specperf.analysis.reference import Labelled, disagreements
 from specperf.analysis.samples import kept_runs
 from specperf.cli import options
 from specperf.config.exits import Exit
+from specperf.report.console import plain
 from specperf.report.escape import md_escape, neutralise_commands
 from specperf.schemas import Baseline, RunResult, recorded_rules
 from specperf.store import baselines as baseline_store
@@ -80,7 +81,7 @@ def _write_markdown(args: argparse.Namespace, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     path = baseline_store.baseline_path(Path(args.baselines), args.profile, args.hardware)
     try:
-        found = read_kept_runs(Path(args.kept), on_bad=lambda line: print(line, file=sys.stderr))
+        found = read_kept_runs(Path(args.kept), on_bad=lambda line: print(plain(line), file=sys.stderr))
     except BaselineError as exc:
         raise options.BadInput(options.one_line(str(exc))) from None
     mine = [(k.label, k.result) for k in found
@@ -107,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
         why = (f"refused: {head} of vLLM {newest.provenance.vllm_version or '?'} with this "
                f"profile hash and prompts, {want} needed — promote after more green nightlies "
                "(or pass --runs)")
-        print(f"{PROG}: {why}", file=sys.stderr)
+        print(plain(f"{PROG}: {why}"), file=sys.stderr)
         _write_markdown(args, f"### specperf: baseline not promoted\n\n{md_escape(why)}\n\n"
                               f"{listed}\n")
         return EXIT_REFUSED
     problems = disagreements(chosen, rules)
     if problems:
         for problem in problems:
-            print(f"{PROG}: {problem}", file=sys.stderr)
+            print(plain(f"{PROG}: {problem}"), file=sys.stderr)
         print(f"{PROG}: refused: the {len(chosen)} runs do not agree ({len(problems)} "
               f"problem{'s' if len(problems) != 1 else ''}); nothing written", file=sys.stderr)
         _write_markdown(args, "### specperf: baseline not promoted: the runs disagree\n\n"
@@ -126,20 +127,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Whether it already is the baseline is decided there, under the baseline's lock:
         # a check before it would let two promotes of the same runs both write.
-        written, current = baseline_store.promote_runs(path, runs)
+        written, current, filed = baseline_store.promote_runs(path, runs)
     except OSError as exc:
         raise options.BadInput(f"{path}: cannot write the baseline: {exc.strerror or exc} — "
                                "give a writable --baselines directory") from None
     if not written:
-        print(f"{path}: already the baseline ({_line(newest_label, newest)}); nothing written")
+        print(plain(f"{path}: already the baseline ({_line(newest_label, newest)}); nothing written"))
         return options.EXIT_OK
     was = ("the provisional baseline (published figures)" if current is not None
            and current.provenance.provisional else "no baseline" if current is None
            else f"the baseline of {current.provenance.date:%Y-%m-%d}")
     summary = (f"{head} agree (none failed its own checks, none regresses against the "
                f"others, every timing's run-to-run spread within the profile's budget); "
-               f"{path} replaces {was}, all {len(chosen)} filed in its history")
-    print(f"{summary}\n" + "\n".join(f"- {_line(lb, r)}" for lb, r in chosen))
+               f"{path} replaces {was}, "
+               + (f"all {len(chosen)} filed in its history" if filed == len(chosen) else
+                  f"{filed} filed in its history ({len(chosen) - filed} there already, "
+                  "from an earlier promote)"))
+    print(plain(f"{summary}\n" + "\n".join(f"- {_line(lb, r)}" for lb, r in chosen)))
     _write_markdown(args, f"### specperf: baseline promoted\n\n{md_escape(summary)}.\n\n"
                           f"Runs (newest "
                           f"first; each history entry keeps its own provenance):\n\n{listed}\n")

@@ -10,7 +10,7 @@ from typing import Any
 from specperf.analysis.compare import as_run, compare_runs
 from specperf.cli import options
 from specperf.report import write_all
-from specperf.report.console import render_comparison, render_run
+from specperf.report.console import plain, render_comparison, render_run
 
 PROG = "specperf"
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             cmp.notes[:0] = ref.notes
         else:
             for note in ref.notes:
-                print(f"specperf: {note}", file=sys.stderr)
+                print(plain(f"specperf: {note}"), file=sys.stderr)
     out = Path(args.out)
     try:
         written = write_all(result, out, base, comparison=cmp, step_summary=args.step_summary)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from specperf.cli import options
-from specperf.report.console import render_summary
+from specperf.report.console import plain, render_summary
 
 PROG = "specperf"
 
@@ -23,6 +23,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     result = options.load(args.file)
-    print(f"{args.file}: {result.kind} (schema {result.schema_version})")
+    print(plain(f"{args.file}: {result.kind} (schema {result.schema_version})"))
     print(render_summary(result, width=args.width), end="")
     return options.EXIT_OK

@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     """A ShareGPT JSON file, as --perf-dataset."""
     sharegpt_url: str | None = _env("SPECPERF_SHAREGPT_URL")
     """Where `specperf fetch-sharegpt` downloads from (a mirror; a local server in tests)."""
+    sharegpt_revision: str | None = _env("SPECPERF_SHAREGPT_REVISION")
+    """The ShareGPT dataset commit `specperf fetch-sharegpt` fetches at, as --revision."""
+    sharegpt_sha256: str | None = _env("SPECPERF_SHAREGPT_SHA256")
+    """The sha256 `specperf fetch-sharegpt` requires of the file, as --sha256."""
     specbench_url: str | None = _env("SPECPERF_SPECBENCH_URL")
     """Where `specperf fetch-specbench` downloads from (a mirror; a local server in tests)."""
     cache_dir: Path | None = _env("SPECPERF_CACHE_DIR")

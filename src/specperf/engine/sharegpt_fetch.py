@@ -3,8 +3,16 @@
 The GPU profiles read ``ShareGPT_V3_unfiltered_cleaned_split.json`` (about 670 MB, the
 file vLLM's own serving benchmarks use). A perf run never downloads it; this command
 does, where the network allows, once per machine. The download goes to a temp file in
-DIR and is renamed into place only when complete (and, with ``--sha256``, verified), so
-an interrupted or failed download never leaves a file a run would take for the dataset.
+DIR and is renamed into place only when complete and verified, so an interrupted,
+failed or substituted download never leaves a file a run would take for the dataset.
+
+Pinned: from the hub, the file is fetched at a dataset *commit* (``--revision``, or
+$SPECPERF_SHAREGPT_REVISION), never at ``main``, which anyone with write access to the
+dataset can move; and every download needs its sha256 (``--sha256``, or
+$SPECPERF_SHAREGPT_SHA256) — nothing is written that does not match it. A file already
+in DIR is kept (checked against the sha256 when one is given); --force downloads again.
+This code names no commit and checksum of its own yet (REVISION, SHA256: None): they are
+to be set, once, by someone who can reach the hub (docs/gpu-and-ci.md).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import tempfile
 import urllib.error
 import urllib.request
@@ -22,9 +31,21 @@ from specperf.config import settings
 
 FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
 REPO = "anon8231489123/ShareGPT_Vicuna_unfiltered"
-URL = f"https://huggingface.co/datasets/{REPO}/resolve/main/{FILENAME}"
+#: The dataset commit the file is fetched at, and the file's sha256 there. None: not
+#: pinned in the code yet — no one who wrote this could reach the hub to read them; give
+#: them with --revision / --sha256 (or the variables below) until they are set here.
+REVISION: str | None = None
+SHA256: str | None = None
+#: The hub URL, at a revision (shown in --help with the placeholder).
+URL = f"https://huggingface.co/datasets/{REPO}/resolve/REVISION/{FILENAME}"
 #: Overrides the URL (a mirror, or a local server in tests).
 URL_ENV = "SPECPERF_SHAREGPT_URL"
+#: The dataset commit and the file's sha256, where the code pins none (the nightly's
+#: repository variables).
+REVISION_ENV = "SPECPERF_SHAREGPT_REVISION"
+SHA256_ENV = "SPECPERF_SHAREGPT_SHA256"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 CHUNK = 1 << 20
 
 
@@ -32,15 +53,46 @@ class FetchError(RuntimeError):
     """A download that did not produce the file; the message says why and what to do."""
 
 
-def default_url() -> str:
-    """$SPECPERF_SHAREGPT_URL (a mirror), else the Hugging Face URL."""
-    return settings.current().sharegpt_url or URL
+class NotPinned(FetchError):
+    """No dataset commit or no sha256 to fetch by: a setting to give, not the network."""
+
+
+def default_url(revision: str | None = None) -> str:
+    """$SPECPERF_SHAREGPT_URL (a mirror), else the Hugging Face URL at ``revision`` (else
+    $SPECPERF_SHAREGPT_REVISION, else :data:`REVISION`): a 40-digit commit id, never a
+    branch or tag, which move. Raises :class:`NotPinned` without one."""
+    env = settings.current()
+    if env.sharegpt_url and revision is None:
+        return env.sharegpt_url
+    rev = revision or env.sharegpt_revision or REVISION
+    if rev is None:
+        raise NotPinned(
+            f"the ShareGPT download is not pinned to a dataset commit — fix: pass --revision "
+            f"COMMIT (the 40-digit commit of {REPO} on huggingface.co; or set {REVISION_ENV}) "
+            f"with its --sha256, or --url a mirror")
+    if not _COMMIT.match(rev):
+        raise NotPinned(f"--revision {rev[:60]!r}: not a commit id (40 lower-case hex "
+                        "digits); a branch or tag like main moves under the pin")
+    return URL.replace("/REVISION/", f"/{rev}/")
+
+
+def expected_sha256(sha256: str | None = None) -> str:
+    """The sha256 a download must have: ``sha256``, else $SPECPERF_SHAREGPT_SHA256, else
+    :data:`SHA256`; raises :class:`NotPinned` without one."""
+    digest = sha256 or settings.current().sharegpt_sha256 or SHA256
+    if digest is None:
+        raise NotPinned(f"no sha256 to check the ShareGPT download against — fix: pass "
+                        f"--sha256 HEX (or set {SHA256_ENV}); nothing is downloaded unchecked")
+    if not _SHA256.match(digest):
+        raise NotPinned(f"--sha256 {digest[:70]!r}: not a sha256 (64 hex digits)")
+    return digest.lower()
 
 
 def fetch(
     dest_dir: Path,
     url: str | None = None,
     *,
+    revision: str | None = None,
     sha256: str | None = None,
     force: bool = False,
     timeout_s: float = 60.0,
@@ -48,11 +100,17 @@ def fetch(
 ) -> Path:
     """Download the dataset into ``dest_dir``; return its path.
 
-    An existing file is kept unless ``force`` (checked against ``sha256`` if given).
-    Raises :class:`FetchError` naming the URL and the cause; no partial file remains.
+    An existing file is kept unless ``force`` (checked against the sha256 when one is
+    given or set). A download needs a sha256 and, from the hub, a revision
+    (:class:`NotPinned` before any request otherwise). Raises :class:`FetchError` naming
+    the URL and the cause; no partial file remains.
     """
-    return fetch_file(dest_dir, FILENAME, url or default_url(), url_env=URL_ENV,
-                      refusal=_not_a_json_list, sha256=sha256, force=force,
+    dest = Path(dest_dir) / FILENAME
+    if dest.exists() and not force:
+        return _kept(dest, sha256 or settings.current().sharegpt_sha256 or SHA256)
+    digest = expected_sha256(sha256)
+    return fetch_file(dest_dir, FILENAME, url or default_url(revision), url_env=URL_ENV,
+                      refusal=_not_a_json_list, sha256=digest, force=force,
                       timeout_s=timeout_s, progress=progress)
 
 
@@ -86,11 +144,7 @@ def fetch_file(
     dest_dir = Path(dest_dir)
     dest = dest_dir / filename
     if dest.exists() and not force:
-        if sha256 is not None and _sha256(dest) != sha256.lower():
-            raise FetchError(
-                f"{dest}: exists but its sha256 is not {sha256} — delete it or pass --force"
-            )
-        return dest
+        return _kept(dest, sha256)
     try:
         dest_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -120,6 +174,14 @@ def fetch_file(
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    return dest
+
+
+def _kept(dest: Path, sha256: str | None) -> Path:
+    """The file already in place, kept: checked against ``sha256`` when one is known."""
+    if sha256 is not None and _sha256(dest) != sha256.lower():
+        raise FetchError(f"{dest}: exists but its sha256 is not {sha256} — delete it or pass "
+                         "--force")
     return dest
 
 

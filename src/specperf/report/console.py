@@ -9,7 +9,12 @@ log or a file. Rules that keep it readable everywhere:
   never when ``NO_COLOR`` is set (https://no-color.org; it wins even over ``color=True``);
   ``FORCE_COLOR`` turns it on for a CI log that renders ANSI;
 * the width is explicit (default: the terminal's, else ``COLUMNS``, else 100) and rich
-  wraps cells to fit, so no line is wider than asked, down to 80 columns.
+  wraps cells to fit, so no line is wider than asked, down to 80 columns;
+* no control character of the content reaches the terminal: every segment rich renders
+  passes through :func:`specperf.report.escape.terminal_text` (a run file's case id or
+  vLLM version holding ``ESC ] 0;title BEL`` prints as that text), the one place all
+  printed run content passes; rich's own colour codes are added after it. What the CLI
+  prints outside these views goes through :func:`plain`.
 
 Why one module past 600 lines: it is every console view of the one result object (run,
 baseline, comparison), and they share the width, colour and escaping rules above; split,
@@ -26,8 +31,16 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    Group,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -37,6 +50,7 @@ from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
 from specperf.report import time_scenarios
+from specperf.report.escape import terminal_text
 from specperf.report.scenarios import scenario_text
 from specperf.schemas import (
     Baseline,
@@ -52,6 +66,7 @@ __all__ = [
     "cases_table",
     "default_width",
     "fmt_value",
+    "plain",
     "render_baseline",
     "render_comparison",
     "render_run",
@@ -110,9 +125,32 @@ def _text(buf: io.StringIO) -> str:
     return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
 
 
+class _Folded:
+    """A renderable as rich renders it, with the control characters of its text folded
+    (:func:`terminal_text`); rich's control segments (its own cursor moves) untouched."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for seg in console.render(self.inner, options):
+            yield seg if seg.control else Segment(terminal_text(seg.text), seg.style)
+
+
+class _FoldControls(RenderHook):
+    def process_renderables(self, renderables: list[RenderableType]) -> list[RenderableType]:
+        return [_Folded(r) for r in renderables]
+
+
+def plain(text: str) -> str:
+    """A line the CLI prints outside the views (a file name, a run's label): its control
+    characters folded as the views fold theirs."""
+    return terminal_text(text)
+
+
 def _console(buf: io.StringIO, width: int | None, color: bool | None) -> Console:
     on = want_color(color)
-    return Console(
+    console = Console(
         file=buf,
         width=width or default_width(),
         force_terminal=on,
@@ -125,6 +163,8 @@ def _console(buf: io.StringIO, width: int | None, color: bool | None) -> Console
         legacy_windows=False,
         _environ={},  # COLUMNS/NO_COLOR/FORCE_COLOR are decided above, not again by rich
     )
+    console.push_render_hook(_FoldControls())
+    return console
 
 
 # --------------------------------------------------------------------------- numbers

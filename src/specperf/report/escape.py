@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ZWJ", "md_code", "md_escape", "neutralise_commands"]
+__all__ = ["ZWJ", "md_code", "md_escape", "neutralise_commands", "terminal_text", "title_text"]
 
 #: U+200D ZERO WIDTH JOINER: invisible, and not a character of a user or issue name.
 ZWJ = "\u200d"
@@ -57,6 +57,17 @@ def md_escape(text: object) -> str:
     return _LIST_NUMBER.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
 
 
+def title_text(text: object, limit: int) -> str:
+    """``text`` for an issue or pull request title, which GitHub shows as text but still
+    links ``#123`` and ``@name`` in: on one line (control characters dropped, line breaks
+    folded), mentions and references broken as :func:`md_escape` breaks them, at most
+    ``limit`` characters."""
+    out = str(text).replace("\r\n", "\n").translate(_FOLD)
+    out = _MENTION.sub("@" + ZWJ, out)
+    out = _REF.sub(lambda m: (m.group(1) or "#") + ZWJ, out)
+    return out if len(out) <= limit else out[:limit - 1] + "…"
+
+
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -78,3 +89,18 @@ def neutralise_commands(document: str) -> str:
     a ``::`` starting a line (after blanks) is escaped. For what specperf prints or
     writes whole (a promote body, a commit message) on top of :func:`md_escape`."""
     return _COMMAND_LINE.sub(lambda m: m.group(1) + "\\:\\:", document)
+
+
+#: Every C0 and C1 control character but newline and tab, and DEL: what a terminal acts on
+#: (ESC starts a sequence that sets the window title, clears the screen, moves the cursor;
+#: BEL ends an OSC; CSI U+009B is ESC [ in one; a carriage return overprints a line).
+_TERMINAL = str.maketrans({c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0))
+                           if chr(c) not in "\n\t"})
+
+
+def terminal_text(text: str) -> str:
+    """``text`` for a terminal or a CI log: every control character but newline and tab
+    shown as its ``\\xNN`` escape, so it is seen, never acted on. The console renderer
+    (specperf.report.console) passes all it prints through this."""
+    return text.translate(_TERMINAL)
+

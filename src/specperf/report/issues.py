@@ -9,10 +9,15 @@ hidden marker, so a renamed title does not lose the issue, and a run dispatched 
 another branch never updates or closes the nightly's issues (nor they its). Issues keyed
 before branch and vLLM were in the key are kept as they are.
 
-When the night runs another vLLM than an open issue's (same profile, hardware and
-branch, the night's comparison covering them), the issue is closed: no later night of
-its key will come, and a regression still there is this night's, filed under the new
-version's key.
+When the scheduled night runs a newer vLLM than an open issue's (same profile, hardware
+and branch, the night's comparison covering them; versions compared as versions), the
+issue is closed: no later night of its key will come, and a regression still there is
+this night's, filed under the new version's key. A newer release's issue (a dispatch
+that tried a candidate) and a key without a version are never closed so.
+
+The marker is the key's JSON in base64url, so nothing in a key (a branch may hold
+``-->``) can close the HTML comment; the raw-JSON marker of issues opened before is still
+read, and every key read is checked (:class:`IssueKey`).
 
 At most ``cap`` open regression issues per profile, hardware and branch after the night
 (so at most ``cap`` new ones a night, and no pile-up over many nights; worst regressions
@@ -30,28 +35,42 @@ scope, updated while there are any and closed by the first night with none.
 * anything else (not measured in this run, inconclusive, measured on a busy machine,
   another profile or hardware, a refused comparison) → the issue is **kept** as it is,
   and the reason said;
-* an open issue of the same profile, hardware and branch filed under another vLLM
-  version → **close** it (``not_planned``) with a comment naming the vLLM that now runs.
+* an open issue of the same profile, hardware and branch filed under an older vLLM
+  version, on the scheduled night → **close** it (``not_planned``) with a comment naming
+  the vLLM that now runs.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from specperf.analysis.compare import CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison
-from specperf.report.escape import md_code, md_escape
+from specperf.config.boundaries import check_slug
+from specperf.report.escape import md_code, md_escape, title_text
 from specperf.report.markdown import CMP_HEADERS, cmp_row, md_table
 
 #: The label every issue filed here carries; the listing asks for it.
 LABEL = "specperf-regression"
-_MARKER = re.compile(r"<!-- specperf-regression (\{[^\n]*?\}) -->")
+#: The hidden marker: the key's JSON as base64url (``A-Z a-z 0-9 - _``, no padding), so
+#: no character of a key (a branch may hold ``-->``, ``<img>``, ``@name``) can end the
+#: HTML comment and put the rest of it live in the issue.
+_MARKER = re.compile(r"<!-- specperf-regression v2:([A-Za-z0-9_-]{1,2000}) -->")
+#: The raw-JSON marker of issues opened before the key was encoded, still read so that
+#: an issue open then keeps its key (updating it writes the encoded marker). Only what
+#: passes :class:`IssueKey`'s checks is read from it; new markers are never written so.
+_LEGACY_MARKER = re.compile(r"<!-- specperf-regression (\{[^\n]*?\}) -->")
+#: GitHub's longest issue title.
+MAX_TITLE = 256
 #: GitHub refuses an issue body over 65536 characters.
 MAX_BODY = 60000
 
@@ -62,7 +81,42 @@ SUMMARY = "*"
 SUMMARY_TOP = 50
 
 
+#: A PEP 440 version's characters (epoch ``!``, local ``+``): a vLLM version, nothing else.
+_VERSION = re.compile(r"^[0-9A-Za-z.+!_-]{1,64}$")
+#: What git refuses in a ref name (git check-ref-format): control characters, blank,
+#: ``~ ^ : ? * [ \``. A branch is the name the run was made on, and git's rule is its rule.
+_REF_REFUSED = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def _id(value: str, what: str) -> str:
+    """A profile, hardware or case id: a slug (config.boundaries), or the summary's *."""
+    return value if value == SUMMARY and what == "case" else check_slug(value, what)
+
+
+def _version(value: str | None) -> str | None:
+    if value is not None and not _VERSION.match(value):
+        raise ValueError(f"{value[:60]!r} is not a vLLM version (PEP 440)")
+    return value
+
+
+def _branch(value: str | None) -> str | None:
+    if value is not None and (not value or len(value) > 255 or _REF_REFUSED.search(value)):
+        raise ValueError(f"{value[:60]!r} is not a git branch name (git check-ref-format)")
+    return value
+
+
+def _metric(value: str) -> str:
+    if not value or len(value) > 200 or not value.isprintable():
+        raise ValueError(f"{value[:60]!r} is not a metric name (printable, at most 200 "
+                         "characters)")
+    return value
+
+
 class IssueKey(BaseModel):
+    """What an issue is about; read back from its hidden marker. Every field is checked
+    when a key is made or read: ids are slugs, the version a version, the branch a git
+    ref name, the metric printable text."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     profile: str
@@ -75,17 +129,80 @@ class IssueKey(BaseModel):
     case: str
     metric: str
 
+    @field_validator("profile", "hardware", "case")
+    @classmethod
+    def _ids(cls, value: str, info: Any) -> str:
+        return _id(value, str(info.field_name))
+
+    @field_validator("vllm")
+    @classmethod
+    def _vllm(cls, value: str | None) -> str | None:
+        return _version(value)
+
+    @field_validator("branch")
+    @classmethod
+    def _ref(cls, value: str | None) -> str | None:
+        return _branch(value)
+
+    @field_validator("metric")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return value if value == SUMMARY else _metric(value)
+
     def scope(self) -> tuple[str, str, str | None, str | None]:
         return self.profile, self.hardware, self.branch, self.vllm
 
     def title(self) -> str:
+        """The issue's title: plain text on one line (a mention or reference in a branch
+        or metric name is broken, as in the body), at most GitHub's 256 characters."""
         where = f"{self.hardware}, vLLM {self.vllm or '?'}, {self.branch or '?'}"
         if self.case == SUMMARY:
-            return f"Perf regressions past the issue cap: {self.profile} ({where})"
-        return f"Perf regression: {self.profile} {self.case} {self.metric} ({where})"
+            text = f"Perf regressions past the issue cap: {self.profile} ({where})"
+        else:
+            text = f"Perf regression: {self.profile} {self.case} {self.metric} ({where})"
+        return title_text(text, MAX_TITLE)
 
     def marker(self) -> str:
-        return f"<!-- specperf-regression {self.model_dump_json()} -->"
+        encoded = base64.urlsafe_b64encode(self.model_dump_json().encode()).rstrip(b"=")
+        return f"<!-- specperf-regression v2:{encoded.decode('ascii')} -->"
+
+    @classmethod
+    def from_body(cls, body: str) -> IssueKey | None:
+        """The key of an issue body's marker (the encoded one, else an old raw-JSON one);
+        None when there is none, or it does not decode to a valid key."""
+        m = _MARKER.search(body)
+        try:
+            if m is not None:
+                text = base64.urlsafe_b64decode(m.group(1) + "=" * (-len(m.group(1)) % 4))
+            else:
+                legacy = _LEGACY_MARKER.search(body)
+                if legacy is None:
+                    return None
+                text = legacy.group(1).encode()
+            return cls.model_validate(json.loads(text))
+        except (ValueError, ValidationError, binascii.Error, RecursionError):
+            return None
+
+
+def check_ids(cmp: RunComparison, branch: str | None = None) -> None:
+    """Raise ValueError naming the first field of ``cmp`` (or the branch) that cannot be
+    part of an issue key: a comparison of a hand-edited run file, refused before anything
+    is filed rather than opened under a key no later night reads back."""
+    p = cmp.run_provenance
+    fields: list[tuple[str, object, Callable[[Any], object]]] = [
+        ("run_provenance.profile_name", p.profile_name, lambda v: _id(v, "profile")),
+        ("run_provenance.hardware_id", p.hardware_id, lambda v: _id(v, "hardware")),
+        ("run_provenance.vllm_version", p.vllm_version, _version),
+        ("--branch", branch, _branch)]
+    for i, cc in enumerate(cmp.cases):
+        fields.append((f"cases[{i}].case", cc.case.id, lambda v: check_slug(v, "case id")))
+        fields += [(f"cases[{i}].comparisons[{j}].metric", m.metric, _metric)
+                   for j, m in enumerate(cc.comparisons)]
+    for where, value, check in fields:
+        try:
+            check(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
 
 class OpenIssue(BaseModel):
@@ -131,12 +248,8 @@ def open_issues(listing: Iterable[dict[str, Any]]) -> list[OpenIssue]:
     for item in listing:
         if "pull_request" in item or item.get("state", "open") != "open":
             continue
-        m = _MARKER.search(item.get("body") or "")
-        if m is None:
-            continue
-        try:
-            key = IssueKey.model_validate(json.loads(m.group(1)))
-        except (ValueError, ValidationError):
+        key = IssueKey.from_body(str(item.get("body") or ""))
+        if key is None:
             continue
         out.append(OpenIssue(number=int(item["number"]), title=str(item.get("title", "")),
                              key=key, url=str(item.get("html_url", ""))))
@@ -227,7 +340,7 @@ def plan(cmp: RunComparison, existing: Sequence[OpenIssue], links: RunLinks, *,
     earlier attempt at this same comparison opened, from the state file); the rest go in
     one summary issue, which is not counted. ``close_superseded``: this run is the
     scheduled nightly, so the issues of its profile, hardware and branch filed under
-    another vLLM version are closed (no later night checks their key); a dispatched run
+    an older vLLM version are closed (no later night checks their key); a dispatched run
     with another vLLM never closes main's issues."""
     if cmp.refused:
         return [Action(kind="keep", key=i.key, number=i.number, title=i.title,
@@ -342,17 +455,28 @@ def _passes(pair: tuple[CaseComparison, Comparison] | None) -> bool:
     return pair is not None and pair[0].outcome(pair[1]) == "pass"
 
 
+def _older(release: str | None, than: str | None) -> bool:
+    """Whether vLLM ``release`` is an older version than ``than`` (as versions, PEP 440:
+    0.9.0 < 0.32.0rc1 < 0.32.0); False when either is unknown or not a version."""
+    if release is None or than is None:
+        return False
+    try:
+        return Version(release) < Version(than)
+    except InvalidVersion:
+        return False
+
+
 def _moved_on(cmp: RunComparison, key: IssueKey, branch: str | None) -> bool:
-    """Whether ``key`` is of this night's profile, hardware and (known) branch under
-    another vLLM version: a key no later night of this nightly checks again. Only when
-    this night compared something there (a refused or empty comparison covers nothing),
-    and never an issue of another branch, another hardware, or keyed before the branch
-    was in the key."""
+    """Whether ``key`` is of this night's profile, hardware and (known) branch under an
+    *older* vLLM version: a key no later night of this nightly checks again (the nightly
+    moves forward). Never a newer release's issue (a dispatch that tried a candidate
+    filed it; a later night on that release checks it), never a key without a version,
+    and only when this night compared something there (a refused or empty comparison
+    covers nothing), never an issue of another branch or hardware."""
     p = cmp.run_provenance
     return (bool(cmp.cases) and not cmp.refused and branch is not None
-            and p.vllm_version is not None
             and (key.profile, key.hardware, key.branch) == (p.profile_name, p.hardware_id, branch)
-            and key.vllm != p.vllm_version)
+            and _older(key.vllm, p.vllm_version))
 
 
 def _not_compared(cmp: RunComparison, key: IssueKey, branch: str | None) -> str:

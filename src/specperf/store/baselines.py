@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from specperf.schemas import Baseline, Case, CaseResult, RunResult
+from specperf.schemas import Baseline, Case, CaseResult, Provenance, RunResult
 from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model, safe_name
 
 try:  # POSIX; vLLM and the runners are Linux
@@ -178,6 +178,23 @@ class Promotion(NamedTuple):
     #: The baseline found under the lock (None: none, or a broken one, which a
     #: promotion replaces).
     replaced: Baseline | None
+    #: How many of the runs were filed in the history now (those already in it, from an
+    #: earlier promote of overlapping runs, are not filed again).
+    filed: int = 0
+
+
+def _filed(path: Path) -> list[Provenance]:
+    """The provenance of every run in the history of the baseline at ``path`` (a run's
+    identity: its date, commit, machine, versions and profile hash); a bad entry is none."""
+    out = []
+    for entry in history_dir(path).glob("*.json"):
+        try:
+            kept = load_baseline(entry)
+        except BaselineError:
+            continue
+        if kept is not None:
+            out.append(kept.provenance)
+    return out
 
 
 def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> Promotion:
@@ -185,10 +202,11 @@ def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> 
     history (a promotion of kept nightlies), under the baseline's lock — unless, read
     under that lock, the newest already is the baseline: then nothing is written, so two
     promotes of the same runs (a workflow rerun while the first waits on the lock) file
-    them once, not twice (which would pool each measurement as two runs). The older ones
-    go into the history first and the newest last: an interruption leaves the previous
-    baseline whole, with some of the new runs kept beside it — never a baseline whose
-    runs are missing."""
+    them once, not twice (which would pool each measurement as two runs). A run already
+    in the history (by its provenance: promotes of overlapping runs, 0-2 then 1-3) is not
+    filed again, nor is a run given twice. The older ones go into the history first and
+    the newest last: an interruption leaves the previous baseline whole, with some of the
+    new runs kept beside it — never a baseline whose runs are missing."""
     ordered = sorted(runs, key=lambda b: b.provenance.date)
     with baseline_lock(path):
         try:
@@ -197,10 +215,21 @@ def promote_runs(path: Path, runs: list[Baseline], keep: int = HISTORY_KEEP) -> 
             current = None  # a broken baseline is what a promotion replaces
         if current is not None and current.provenance == ordered[-1].provenance:
             return Promotion(written=False, replaced=current)
+        seen = _filed(path)
+        filed = 0
         for older in ordered[:-1]:
-            file_in_history(path, older)
-        _write(path, ordered[-1], ordered[-1], keep=max(keep, len(ordered)))
-    return Promotion(written=True, replaced=current)
+            if older.provenance not in seen:
+                file_in_history(path, older)
+                seen.append(older.provenance)
+                filed += 1
+        newest = ordered[-1]
+        if newest.provenance in seen:  # filed before: only the baseline is written
+            atomic_write_text(path, render(newest))
+            _prune(path, newest, max(keep, len(ordered)))
+        else:
+            _write(path, newest, newest, keep=max(keep, len(ordered)))
+            filed += 1
+    return Promotion(written=True, replaced=current, filed=filed)
 
 
 def measured_part(run: RunResult) -> Baseline:

@@ -6,12 +6,16 @@ A read-only client of these REST endpoints (stdlib ``urllib``; no new dependency
 * ``GET /repos/{repo}/actions/workflows/{id}`` — the workflow's file, when given by id;
 * ``GET /repos/{repo}/actions/workflows/{workflow}/runs?status=success`` — the workflow's
   successful runs, newest first, paged;
+* ``GET /repos/{repo}/compare/{default_branch}...{head_sha}`` — whether a run's commit is
+  in the default branch's history (``status`` ``behind`` or ``identical``);
 * ``GET /repos/{repo}/actions/runs/{run_id}/artifacts?name={artifact}`` — a run's artifact;
 * ``GET {archive_download_url}`` — its zip (GitHub answers with a redirect to storage).
 
-Only a *trusted* nightly's run file is kept (:func:`untrusted`): a run of the workflow's
-own file, started by its schedule or by hand on the default branch, of the repository
-itself (not a fork), whose run file names the commit the API says the run checked out.
+Only a *trusted* nightly's run file is kept (:func:`untrusted`, :func:`_unreachable`): a
+run of the workflow's own file, started by its schedule or by hand on the default branch,
+of the repository itself (not a fork), at a commit in the default branch's history (a
+branch *name* is not enough: a tag ``main`` reports ``head_branch`` ``main``), whose run
+file names the commit the API says the run checked out.
 Anyone who can push a branch or open a pull request can make a successful run of the
 workflow that uploads whatever it likes; its run file must never become a kept run that
 judges a night or is promoted as the baseline. The rest are refused with their reasons,
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -51,6 +56,11 @@ __all__ = ["DEFAULT_API_URL", "Fetched", "GitHubError", "Nightlies", "Refused", 
 DEFAULT_API_URL = "https://api.github.com"
 #: A merged run file is a few MB; anything far larger is not one (or is a zip bomb).
 MAX_RUN_BYTES = 256 * 1024 * 1024
+#: The largest artifact zip downloaded at all, whatever its ``size_in_bytes`` says (a
+#: merged artifact is a run file, a comparison and a report: a few MB zipped).
+MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
+#: The largest JSON answer read (a page of 50 workflow runs is ~0.3 MB).
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 _PER_PAGE = 50
 #: The events a trusted nightly starts from: its schedule, or a person with write access
 #: running it by hand (then on the default branch only: see :func:`untrusted`).
@@ -60,7 +70,12 @@ RECORD_NAME = "nightlies.json"
 
 
 class GitHubError(RuntimeError):
-    """The API refused or failed; the message names the URL and what to check."""
+    """The API refused or failed; the message names the URL and what to check.
+    ``status``: the HTTP status GitHub answered, when it answered one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,38 @@ def untrusted(run: dict[str, Any], source: Source) -> tuple[str, ...]:
     return tuple(reasons)
 
 
+#: A commit id as the API names one (SHA-1; a SHA-256 repository's ids are 64 digits).
+_COMMIT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+#: What ``GET /compare/{default_branch}...{head_sha}`` answers when ``head_sha`` is in the
+#: default branch's history: the head is behind the base, or is the base itself.
+REACHABLE = ("behind", "identical")
+
+
+def _unreachable(opener: Opener, api: str, source: Source, head_sha: object,
+                 token: str | None, timeout: float) -> tuple[str, ...]:
+    """Why the run's commit is not one the default branch holds; empty when it is.
+
+    The run's ``head_branch`` is a *name*: a tag ``refs/tags/main`` reports ``main`` too,
+    and a tag may be pushed at any commit, with a workflow copy of its own. What makes a
+    nightly trusted is that its commit was reviewed into the default branch — in its
+    history (GitHub's compare API: ``behind`` or ``identical``), whatever ref started it."""
+    if not isinstance(head_sha, str) or not _COMMIT_ID.match(head_sha):
+        return (f"head_sha {_shown(head_sha)} is not a commit id",)
+    url = (f"{api}/repos/{source.repo}/compare/"
+           f"{urllib.parse.quote(source.default_branch, safe='')}...{head_sha}")
+    try:
+        status = _json(opener, url, token, timeout).get("status")
+    except GitHubError as exc:
+        if exc.status not in (404, 422):  # anything but "no such commit here" stops the fetch
+            raise
+        status = f"HTTP {exc.status}"
+    if status in REACHABLE:
+        return ()
+    return (f"commit {_shown(head_sha)} is not in the history of {source.default_branch} "
+            f"(compare {source.default_branch}...{head_sha[:12]}: {_shown(status)}, not "
+            "behind or identical): a tag or branch at an unreviewed commit",)
+
+
 def _commit_mismatch(run_text: str, head_sha: object) -> str | None:
     """Why the run file does not belong to the workflow run it came from (its
     ``provenance.git_commit`` is not the run's ``head_sha``); None when it does."""
@@ -156,11 +203,19 @@ def _commit_mismatch(run_text: str, head_sha: object) -> str | None:
     return None
 
 
+#: Hosts plain http may reach: this machine's loopback only (a local stand-in of the API,
+#: as the tests run one); anything else is https, or the token could be read on the way.
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
 def _request(url: str, token: str | None, accept: str = "application/vnd.github+json"
              ) -> urllib.request.Request:
-    if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
-        raise GitHubError(f"{url}: not an http(s) URL — give GITHUB_API_URL as https://…")
-    req = urllib.request.Request(url, headers={  # noqa: S310 - http(s) only, checked above
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "https" and not (parts.scheme == "http"
+                                        and parts.hostname in _LOOPBACK):
+        raise GitHubError(f"{url}: not an https URL (plain http only to 127.0.0.1) — give "
+                          "GITHUB_API_URL as https://…")
+    req = urllib.request.Request(url, headers={  # noqa: S310 - https (or loopback http) only
         "Accept": accept, "X-GitHub-Api-Version": "2022-11-28",
         "User-Agent": "specperf-fetch-nightlies"})
     if token:
@@ -169,10 +224,17 @@ def _request(url: str, token: str | None, accept: str = "application/vnd.github+
     return req
 
 
-def _open(opener: Opener, req: urllib.request.Request, timeout: float) -> bytes:
+def _open(opener: Opener, req: urllib.request.Request, timeout: float,
+          limit: int = MAX_ANSWER_BYTES, what: str | None = None) -> bytes:
+    """The answer's body, never more than ``limit`` bytes read (more: an error)."""
     try:
         with opener(req, timeout=timeout) as resp:
-            return bytes(resp.read())
+            body = bytes(resp.read(limit + 1))
+            if len(body) > limit:
+                raise GitHubError(f"GET {req.full_url}: "
+                                  f"{what or f'the answer is more than {limit} bytes'} — "
+                                  "not what GitHub sends here")
+            return body
     except urllib.error.HTTPError as exc:
         hint = {401: "the token is missing or invalid",
                 403: "the token may not read Actions (the job needs `permissions: actions: "
@@ -180,7 +242,7 @@ def _open(opener: Opener, req: urllib.request.Request, timeout: float) -> bytes:
                 404: "no such repository or workflow, or the token cannot see it",
                 410: "the artifact expired"}.get(exc.code, "")
         raise GitHubError(f"GET {req.full_url}: HTTP {exc.code} {exc.reason}"
-                          + (f" — {hint}" if hint else "")) from None
+                          + (f" — {hint}" if hint else ""), status=exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise GitHubError(f"GET {req.full_url}: {reason}") from None
@@ -304,7 +366,10 @@ def fetch_nightlies(repo: str, workflow: str, artifact: str, out: Path, *,
         # Both become a path: numbers only, whatever the answer held.
         number = run.get("run_number") if isinstance(run.get("run_number"), int) else None
         dest = out / f"nightly-{number}-{run_id}" / "run.json"
-        reasons = untrusted(run, source)
+        # The API's word first; then the commit's place, before any artifact or cached
+        # copy of it is read.
+        reasons = (untrusted(run, source)
+                   or _unreachable(open_url, api, source, run.get("head_sha"), token, timeout))
         if reasons:  # its artifact is never downloaded
             _forget(dest)
             found.refused.append(_refused(run, reasons))
@@ -323,10 +388,21 @@ def fetch_nightlies(repo: str, workflow: str, artifact: str, out: Path, *,
                     f"{artifact!r}; skipped")
                 found.skipped.append(_refused(run, (f"no unexpired artifact {artifact!r}",)))
                 continue
+            size = art.get("size_in_bytes")
+            if not isinstance(size, int) or not 0 < size <= MAX_ARTIFACT_BYTES:
+                say(f"specperf: nightly {run.get('html_url') or run_id}: artifact {artifact!r} "
+                    f"size_in_bytes {_shown(size)}, not 1..{MAX_ARTIFACT_BYTES}; skipped")
+                found.skipped.append(_refused(run, (
+                    f"artifact {artifact!r} size_in_bytes {_shown(size)}, not 1.."
+                    f"{MAX_ARTIFACT_BYTES}: not downloaded",)))
+                continue
             url = str(art["archive_download_url"])
             # The token goes to the API host only, never to a URL elsewhere an answer names.
+            # The download stops at the size the listing gave: never more is read.
             zipped = _open(open_url, _request(url, token if url.startswith(f"{api}/") else None,
-                                              accept="application/zip"), timeout)
+                                              accept="application/zip"), timeout,
+                           limit=size, what=f"the download is more than the artifact's "
+                                            f"size_in_bytes {size}")
             text = _run_json(zipped, f"artifact {artifact} of run {run_id}")
         mismatch = _commit_mismatch(text, run.get("head_sha"))
         if mismatch:  # a run file made elsewhere, uploaded by this run: never written

@@ -531,3 +531,20 @@ def test_hostile_text_in_a_comparison_reaches_no_issue_unescaped(
         for text in (a.body or "", a.comment or ""):
             assert "@octocat" not in text and "#1\n" not in text and "#1 " not in text
             assert "\n::" not in text and not re.search(r"(?<!\\)<img", text)
+
+
+def test_a_comparison_with_a_hostile_case_id_files_nothing(
+        tmp_path: Path, regressed: RunComparison, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A case id holding ``-->`` (a hand-edited run file) would key an issue no later
+    night reads back: refused with one line naming the field, before any request."""
+    first = regressed.cases[0]
+    bad = first.model_copy(update={"case": first.case.model_copy(
+        update={"config_id": "nospec--><img src=x>@octocat"})})
+    replay = Replay()
+    _env(monkeypatch, replay)
+    cmp = regressed.model_copy(update={"cases": [bad, *regressed.cases[1:]]})
+    assert main(["issues", str(_write(tmp_path, cmp))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "cases[0].case: 'nospec--><img src=x>@octocat-c" in err
+    assert not replay.sent

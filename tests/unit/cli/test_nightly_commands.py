@@ -194,3 +194,24 @@ def test_fetch_nightlies_says_when_the_previous_night_did_not_succeed(
     assert "specperf fetch-nightlies: previous night: " in err and "ended cancelled" in err
     assert any("event=schedule" in path for path, _ in api.requests)
     assert f"nightly-2-{cancelled}" not in str(list(kept.iterdir()))  # never a kept run
+
+
+def test_promote_prints_no_control_character_of_a_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kept run's name and vLLM version reach promote's lines: an OSC title set and a
+    workflow command in them print as text (the workflows stop commands around it)."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    hostile = "0.32.0\x1b]0;owned\x07::error::x"
+    for n in (1, 2):
+        data = json.loads(NIGHTLIES[n].read_text(encoding="utf-8"))
+        data["provenance"]["vllm_version"] = hostile
+        for case in data["cases"]:
+            case["vllm_version"] = hostile
+        (kept / f"night-{n}\x1b[2J.json").write_text(json.dumps(data), encoding="utf-8")
+    code = main(["promote", str(kept), "--profile", "cpu-ci", "--hardware", "cpu-amd-epyc-2c",
+                 "--runs", "2", "--baselines", str(tmp_path / "baselines")])
+    out, err = capsys.readouterr()
+    assert code == Exit.OK, err
+    assert "\\x1b]0;owned" in out and "\\x1b[2J" in out
+    assert "\x1b" not in out + err and "\x07" not in out + err

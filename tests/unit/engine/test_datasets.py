@@ -4,6 +4,7 @@ category-tagged loader (Spec-Bench's shape) and `specperf fetch-specbench` likew
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import importlib.util
 import json
@@ -261,28 +262,76 @@ def test_offline_fails_cleanly_and_leaves_nothing(tmp_path: Path, capsys) -> Non
     dest = tmp_path / "datasets"
     url = f"http://127.0.0.1:{_refusing_port()}/{fetch.FILENAME}"
     with pytest.raises(fetch.FetchError, match="cannot download.*(refused|offline)"):
-        fetch.fetch(dest, url, timeout_s=5)
+        fetch.fetch(dest, url, timeout_s=5, sha256="0" * 64)
     assert list(dest.iterdir()) == []
-    assert _cli(str(dest), "--url", url, "--timeout", "5") == 8  # fetch failed (specperf.config.exits)
+    # 8: fetch failed (specperf.config.exits)
+    assert _cli(str(dest), "--url", url, "--timeout", "5", "--sha256", "0" * 64) == 8
     err = capsys.readouterr().err
     assert url in err and "offline" in err and "Traceback" not in err
     assert list(dest.iterdir()) == []
 
 
-def test_default_url_is_huggingface_and_env_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert fetch.URL == (
-        "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/"
-        "resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json"
-    )
+def test_default_url_is_huggingface_at_a_pinned_commit_and_env_overrides(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub URL names a dataset commit, never ``main`` (which moves): the revision is
+    given (--revision, SPECPERF_SHAREGPT_REVISION, or the module's pin once someone with
+    hub access sets it), else nothing is downloaded from the hub."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
     monkeypatch.delenv(fetch.URL_ENV)
-    assert fetch.default_url() == fetch.URL
+    assert fetch.default_url(commit) == (
+        "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/"
+        f"resolve/{commit}/ShareGPT_V3_unfiltered_cleaned_split.json")
+    monkeypatch.setenv(fetch.REVISION_ENV, commit)
+    assert f"/resolve/{commit}/" in fetch.default_url()
+    monkeypatch.delenv(fetch.REVISION_ENV)
+    if fetch.REVISION is None:  # not pinned in the code yet
+        with pytest.raises(fetch.FetchError, match="not pinned to a dataset commit.*--revision"):
+            fetch.default_url()
+    for moving in ("main", "refs/heads/main", "v1", "0123abc"):
+        with pytest.raises(fetch.FetchError, match="not a commit id"):
+            fetch.default_url(moving)
     monkeypatch.setenv(fetch.URL_ENV, "http://127.0.0.1:1/mirror.json")
     assert fetch.default_url() == "http://127.0.0.1:1/mirror.json"
 
 
+def test_a_download_needs_a_sha256(tmp_path: Path, serve, monkeypatch: pytest.MonkeyPatch,
+                                   capsys) -> None:
+    """Without a checksum nothing is downloaded (a mirror or the hub could serve anything);
+    a file already in place is kept (the nightly's cache), checked when one is known."""
+    url = serve(b'[{"conversations": []}]')
+    monkeypatch.delenv(fetch.SHA256_ENV, raising=False)
+    if fetch.SHA256 is None:
+        with pytest.raises(fetch.FetchError, match="no sha256 to check"):
+            fetch.fetch(tmp_path / "d", url)
+        assert not (tmp_path / "d").exists()
+        assert _cli(str(tmp_path / "d"), "--url", url, "-q") == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--sha256" in err and "SPECPERF_SHAREGPT_SHA256" in err
+    good = hashlib.sha256(b'[{"conversations": []}]').hexdigest()
+    monkeypatch.setenv(fetch.SHA256_ENV, good)
+    assert fetch.fetch(tmp_path / "d", url).read_bytes() == b'[{"conversations": []}]'
+    monkeypatch.delenv(fetch.SHA256_ENV)
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / fetch.FILENAME).write_text("[]")
+    assert fetch.fetch(tmp_path / "e", url).read_text() == "[]"
+
+
+def test_the_command_refuses_an_unpinned_hub_download(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys) -> None:
+    monkeypatch.delenv(fetch.URL_ENV)
+    monkeypatch.delenv(fetch.REVISION_ENV, raising=False)
+    if fetch.REVISION is not None:
+        pytest.skip("the module pins a revision")
+    assert _cli(str(tmp_path), "-q", "--sha256", "0" * 64) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--revision" in err and "resolve/main" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_env_url_is_used_by_the_command(tmp_path: Path, capsys) -> None:
     # The autouse fixture points SPECPERF_SHAREGPT_URL at a refusing port.
-    assert _cli(str(tmp_path), "-q", "--timeout", "5") == 8
+    assert _cli(str(tmp_path), "-q", "--timeout", "5", "--sha256", "0" * 64) == 8
     assert "127.0.0.1" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -290,7 +339,8 @@ def test_env_url_is_used_by_the_command(tmp_path: Path, capsys) -> None:
 def test_download_is_atomic_and_complete(tmp_path: Path, serve, capsys) -> None:
     body = (TINY.read_bytes())
     url = serve(body)
-    assert _cli(str(tmp_path / "d"), "--url", url, "-q") == 0
+    assert _cli(str(tmp_path / "d"), "--url", url, "-q", "--sha256",
+                hashlib.sha256(body).hexdigest()) == 0
     out = tmp_path / "d" / fetch.FILENAME
     assert out.read_bytes() == body
     assert [p.name for p in out.parent.iterdir()] == [fetch.FILENAME]
@@ -304,27 +354,27 @@ def test_existing_file_is_kept_unless_forced(tmp_path: Path, serve) -> None:
     out.write_text("[]")
     url = serve(b'[{"conversations": []}]')
     assert fetch.fetch(tmp_path, url) == out and out.read_text() == "[]"
-    fetch.fetch(tmp_path, url, force=True)
+    fetch.fetch(tmp_path, url, force=True,
+                sha256=hashlib.sha256(b'[{"conversations": []}]').hexdigest())
     assert out.read_text() == '[{"conversations": []}]'
 
 
 def test_truncated_download_leaves_nothing(tmp_path: Path, serve) -> None:
     url = serve(b"[1, 2, 3]", declared=1000)
     with pytest.raises(fetch.FetchError, match="truncated|cannot download"):
-        fetch.fetch(tmp_path, url, timeout_s=5)
+        fetch.fetch(tmp_path, url, timeout_s=5, sha256="0" * 64)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_login_page_is_not_taken_for_the_dataset(tmp_path: Path, serve) -> None:
     url = serve(b"<html>please log in</html>", content_type="text/html")
     with pytest.raises(fetch.FetchError, match="not a JSON list"):
-        fetch.fetch(tmp_path, url)
+        fetch.fetch(tmp_path, url,
+                    sha256=hashlib.sha256(b"<html>please log in</html>").hexdigest())
     assert list(tmp_path.iterdir()) == []
 
 
 def test_sha256_is_checked(tmp_path: Path, serve) -> None:
-    import hashlib
-
     body = b'[{"conversations": []}]'
     url = serve(body)
     with pytest.raises(fetch.FetchError, match="sha256"):
@@ -338,7 +388,7 @@ def test_sha256_is_checked(tmp_path: Path, serve) -> None:
 
 def test_only_http_urls(tmp_path: Path) -> None:
     with pytest.raises(fetch.FetchError, match="only http"):
-        fetch.fetch(tmp_path, f"file://{TINY}")
+        fetch.fetch(tmp_path, f"file://{TINY}", sha256="0" * 64)
     assert list(tmp_path.iterdir()) == []
 
 

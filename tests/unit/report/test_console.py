@@ -355,3 +355,35 @@ def test_a_held_verdict_at_80_columns_names_its_rule_whole() -> None:
     assert "…" not in text and max(len(line) for line in _lines(text)) <= 80
     assert "(held)" in text
     assert "held by unproven_baseline: c4 TPOT, E2E, output throughput; c8" in text
+
+
+#: What a hostile run file can carry in any name: an OSC title set (ESC ] … BEL), a screen
+#: clear (CSI), a C1 CSI, a carriage return that overprints, and a workflow command.
+HOSTILE = "x\x1b]0;owned\x07\x1b[2J\x9b1m\rfake ::error::boom"
+
+
+def _hostile(real: RunResult) -> RunResult:
+    first = real.cases[0]
+    case = first.model_copy(update={"case": first.case.model_copy(
+        update={"config_id": f"nospec{HOSTILE}"}), "vllm_version": HOSTILE})
+    prov = real.provenance.model_copy(update={"vllm_version": HOSTILE})
+    return real.model_copy(update={"provenance": prov, "cases": [case, *real.cases[1:]],
+                                   "baseline_note": HOSTILE})
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_control_characters_from_a_run_file_are_folded(real: RunResult, color: bool) -> None:
+    """Every view folds C0/C1 control characters of the content (newline and tab kept)
+    into visible ``\\xNN`` text: no title set, no screen clear, no overprint. The colour
+    codes rich adds itself (ESC [ … m) stay when colour is on."""
+    bad = _hostile(real)
+    texts = [render_run(bad, width=200, color=color),
+             render_summary(bad, width=200, color=color),
+             render_comparison(compare_runs(bad, real), width=200, color=color, verbose=True)]
+    for text in texts:
+        assert "\x07" not in text and "\x9b" not in text and "\r" not in text
+        assert "\x1b]" not in text and "\x1b[2J" not in text
+        assert "\\x1b]0;owned" in text  # seen as text (rich drops BEL and CR itself)
+        if not color:
+            assert "\x1b" not in text
+    assert ANSI.search(texts[0]) if color else True

@@ -334,3 +334,33 @@ def test_pruning_keeps_the_entry_of_a_case_the_baseline_still_carries(tmp_path: 
     assert [h.provenance.date for h in hist] == [old.provenance.date, *(
         _later(old, d).date for d in (2, 3))]
     assert hist[0].case(old.cases[1].case) == old.cases[1]
+
+
+def _nights(n: int) -> list[Baseline]:
+    """``n`` kept nightlies, a day apart (each its own run: its own provenance)."""
+    b = make_baseline()
+    return [b.model_copy(update={"provenance": b.provenance.model_copy(
+        update={"date": b.provenance.date + timedelta(days=i)})}) for i in range(n)]
+
+
+def _history(path: Path) -> list[Provenance]:
+    entries = sorted(store.history_dir(path).glob("*.json"))
+    return [store.load_baseline(e).provenance for e in entries]  # type: ignore[union-attr]
+
+
+def test_overlapping_promotes_file_each_run_once(tmp_path: Path) -> None:
+    """Runs 0-2 promoted, then 1-3: runs 1 and 2 are in the history already (by their
+    provenance, a run's identity) and are not filed again — twice filed, each would be
+    pooled as two runs and shrink the between-run spread."""
+    nights = _nights(4)
+    path = store.baseline_path(tmp_path, "cpu-ci", nights[0].provenance.hardware_id)
+    first = store.promote_runs(path, nights[0:3])
+    assert first.written and first.filed == 3
+    second = store.promote_runs(path, nights[1:4])
+    assert second.written and second.filed == 1
+    assert _history(path) == [n.provenance for n in nights]
+    assert store.load_baseline(path) == nights[3]
+    # The same run twice in one promote is filed once, too.
+    again = _nights(6)[4:]
+    third = store.promote_runs(path, [again[0], again[0], again[1]])
+    assert third.filed == 2 and len(_history(path)) == 6

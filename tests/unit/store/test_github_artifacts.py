@@ -238,3 +238,102 @@ def test_a_workflow_given_by_id_is_checked_by_its_file(api: NightlyAPI, tmp_path
     assert [f.run_id for f in found.kept] == [trusted]
     assert [r.run_id for r in found.refused] == [other]
     assert any(p == f"/repos/{api.REPO}/actions/workflows/159038" for p, _ in api.requests)
+
+
+def _night_at(tmp_path: Path, commit: str) -> Path:
+    """NIGHTLIES[1] as a run made at ``commit`` (its provenance names that commit)."""
+    text = NIGHTLIES[1].read_text(encoding="utf-8").replace(
+        "f8c52a2a4b22743008ba5351c4ec1d13eb1287d1", commit)
+    night = tmp_path / f"night-at-{commit[:7]}.json"
+    night.write_text(text, encoding="utf-8")
+    return night
+
+
+@pytest.mark.parametrize("status", ["ahead", "diverged", 404])
+def test_a_tag_named_like_the_default_branch_is_refused(
+        api: NightlyAPI, tmp_path: Path, status: str | int) -> None:
+    """`refs/tags/main` pushed at an unreviewed commit and the nightly dispatched on it:
+    the API reports head_branch "main", and event, repository, workflow file and commit
+    all match. Only the commit's place tells: not in the default branch's history
+    (compare main...sha is ahead or diverged, or no such commit), so refused — before
+    its artifact is downloaded — and an earlier copy of it is removed."""
+    trusted = api.add(NIGHTLIES[0])
+    unreviewed = "abad1dea" * 5
+    api.commit_status[unreviewed] = status
+    tag = api.add(_night_at(tmp_path, unreviewed), event="workflow_dispatch",
+                  head_branch="main", head_sha=unreviewed)
+    out = tmp_path / "kept"
+    earlier = out / f"nightly-2-{tag}" / "run.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text(_night_at(tmp_path, unreviewed).read_text(encoding="utf-8"))
+    found = _found(api, out)
+    assert [f.run_id for f in found.kept] == [trusted]
+    (refused,) = found.refused
+    assert refused.run_id == tag
+    (reason,) = refused.reasons
+    assert reason.startswith(f"commit '{unreviewed}' is not in the history of main"), reason
+    assert not any(p.startswith(f"/storage/{tag}") for p, _ in api.requests)
+    assert not earlier.exists()
+    compares = [p for p, _ in api.requests if "/compare/" in p]
+    assert compares == [f"/repos/{api.REPO}/compare/main...{unreviewed}",
+                        f"/repos/{api.REPO}/compare/main...f8c52a2a4b22743008ba5351c4ec1d13eb1287d1"]
+
+
+def test_a_commit_identical_to_or_behind_the_default_branch_is_kept(
+        api: NightlyAPI, tmp_path: Path) -> None:
+    head = "c0ffee00" * 5
+    api.commit_status[head] = "identical"
+    older = api.add(NIGHTLIES[0])  # "behind": an older commit of main
+    at_head = api.add(_night_at(tmp_path, head), head_sha=head)
+    found = _found(api, tmp_path / "kept")
+    assert [f.run_id for f in found.kept] == [at_head, older] and not found.refused
+
+
+def test_a_head_sha_that_is_not_a_commit_id_is_refused_unasked(
+        api: NightlyAPI, tmp_path: Path) -> None:
+    """A head_sha that is not 40 hex digits never reaches the compare URL (where
+    ``main...x/../../y`` would ask another endpoint)."""
+    bad = api.add(NIGHTLIES[0], head_sha="../../../user")
+    (refused,) = _found(api, tmp_path / "kept").refused
+    assert refused.run_id == bad and refused.reasons[0].startswith("head_sha '../../../user'")
+    assert not any("/compare/" in p for p, _ in api.requests)
+
+
+@pytest.mark.parametrize("url", ["http://api.example.com", "http://10.0.0.1:8080",
+                                 "file:///etc", "ftp://api.github.com"])
+def test_the_token_is_never_sent_over_plain_http(tmp_path: Path, url: str) -> None:
+    """Plain http only to a server on this machine's loopback (the tests' stand-in)."""
+    sent: list[object] = []
+
+    def opener(req: object, timeout: float) -> object:
+        sent.append(req)
+        raise AssertionError("no request may be made")
+
+    with pytest.raises(GitHubError, match=r"not an https URL"):
+        fetch_nightlies("octo-org/specperf", "nightly-perf.yml", "perf-merged",
+                        tmp_path / "kept", token="ghs_secret", limit=1, api_url=url,
+                        opener=opener)
+    assert not sent
+
+
+def test_an_artifact_larger_than_it_says_is_not_read_past_its_size(
+        api: NightlyAPI, tmp_path: Path) -> None:
+    run_id = api.add(NIGHTLIES[0])
+    api.declared_size[run_id] = 100  # the zip is larger: the download stops there
+    with pytest.raises(GitHubError, match=r"more than the artifact's size_in_bytes 100"):
+        _fetch(api, tmp_path / "kept")
+    assert not list((tmp_path / "kept").rglob("run.json"))
+
+
+def test_an_artifact_over_the_absolute_cap_is_never_downloaded(
+        api: NightlyAPI, tmp_path: Path) -> None:
+    from specperf.store.github_artifacts import MAX_ARTIFACT_BYTES
+
+    trusted = api.add(NIGHTLIES[0])
+    huge = api.add(NIGHTLIES[1])
+    api.declared_size[huge] = MAX_ARTIFACT_BYTES + 1
+    found = _found(api, tmp_path / "kept")
+    assert [f.run_id for f in found.kept] == [trusted]
+    (skipped,) = found.skipped
+    assert skipped.run_id == huge and "size_in_bytes" in skipped.reasons[0]
+    assert not any(p.startswith(f"/storage/{huge}") for p, _ in api.requests)

@@ -290,3 +290,11 @@ def test_a_revision_pins_weights_code_and_tokenizer() -> None:
     argv = server.build_argv("/py", "org/m", 1, None, ["--tokenizer", "org/t"], revision=rev)
     assert "--tokenizer-revision" not in argv and "--revision" in argv
     assert "--revision" not in server.build_argv("/py", "org/m", 1, None, [])
+
+
+def test_a_separate_tokenizer_is_pinned_by_its_own_commit() -> None:
+    rev, tok = "a" * 40, "b" * 40
+    argv = server.build_argv("/py", "org/m", 1, None, ["--tokenizer=org/t"], revision=rev,
+                             tokenizer_revision=tok)
+    assert argv[argv.index("--tokenizer-revision") + 1] == tok
+    assert argv[argv.index("--revision") + 1] == rev

@@ -351,9 +351,10 @@ class Profile(_Strict):
                           "--tokenizer-revision; required with --trust-remote-code when that "
                           "tokenizer comes from the Hugging Face hub")
     server_env_inherit: list[str] = Field(
-        default_factory=list, description="secret-looking variables of specperf's "
-                                          "environment (HF_TOKEN, GITHUB_TOKEN, ...) the "
-                                          "servers may inherit; every other secret is "
+        default_factory=list, description="variables of specperf's environment the "
+                                          "servers may inherit beyond the allowlist of what "
+                                          "vLLM, torch and CUDA read, secrets included "
+                                          "(HF_TOKEN, HTTPS_PROXY, ...); every other is "
                                           "withheld from them (specperf.engine.server_env)")
 
     #: Set by load_profile; not part of the file.

@@ -13,7 +13,7 @@ from specperf.config.profile import (
     revision_option,
     trusts_remote_code,
 )
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, need_module
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MIMO = REPO_ROOT / "perf_tests" / "profiles" / "h100-mimo-7b-mtp.toml"
@@ -161,7 +161,7 @@ def test_the_command_line_wins_over_a_config_file_as_in_vllm(tmp_path: Path) -> 
 def test_the_file_expands_into_the_options_vllms_own_parser_makes(tmp_path: Path) -> None:
     """Our reading of a --config file against vLLM's own (FlexibleArgumentParser.
     load_config_file), on a file with every kind of value it maps."""
-    argparse_utils = pytest.importorskip("vllm.utils.argparse_utils")
+    argparse_utils = need_module("vllm.utils.argparse_utils")
     from specperf.config.remote_code import config_file_args
 
     yaml = tmp_path / "serve.yaml"

@@ -9,7 +9,8 @@ the install step pulled in (vLLM and its tree) nor anything left in the runner's
 persistent Python runs where the token is.
 
 What it downloads: the profile's target at its `revision`, each speculative config's
-draft `model` at that config's `revision`, and any `--tokenizer` named in serve_args;
+draft `model` at that config's `revision`, and any `--tokenizer` named in serve_args at
+the profile's `tokenizer_revision`;
 generated (tiny:) and local models are skipped. An unpinned model is downloaded at the
 hub's current main, with a warning. Where a repository has safetensors weights, the
 other weight formats (and Meta's original/ checkpoints) are left out, as vLLM itself
@@ -63,7 +64,8 @@ def models_of(profile: Profile) -> list[Model]:
         if draft is not None:
             found.append(Model(draft, c.draft_revision, f"draft of {c.id}"))
     for where, args in profile.serve_args_lists():
-        found += [Model(t, None, f"--tokenizer in {where}") for t in _tokenizers(args)]
+        found += [Model(t, profile.tokenizer_revision, f"--tokenizer in {where}")
+                  for t in _tokenizers(args)]
     seen: set[tuple[str, str | None]] = set()
     out = []
     for m in found:

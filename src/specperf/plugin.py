@@ -39,7 +39,7 @@ from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
 from specperf.engine.clock import REPORTS, SHUTDOWN
 from specperf.engine.engine_release import installed_engine, release_mismatch
-from specperf.engine.gpu_lock import GpuLocked
+from specperf.engine.gpu_lock import GpuLocked, GpuLockUnusable
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
@@ -309,6 +309,8 @@ def engine_errors(case: Case | None = None, *, exit_on_usage: bool = False) -> I
         yield
     except GpuLocked as exc:
         pytest.exit(str(exc), returncode=int(Exit.GPU_LOCKED))
+    except GpuLockUnusable as exc:  # a lock path that is no lock file: a bad setting
+        pytest.exit(str(exc), returncode=int(Exit.BAD_INPUT))
     except (ProfileError, BaselineError, SessionError) as exc:
         if exit_on_usage:
             pytest.exit(str(exc), returncode=int(Exit.BAD_INPUT))

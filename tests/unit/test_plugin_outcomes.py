@@ -3,11 +3,14 @@ machine busy) mark it so pytest reports it in its own category, not as a plain p
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from specperf import plugin
+from specperf.config.exits import Exit
+from specperf.engine import gpu_lock
 from specperf.schemas import Case, GateCheck
 
 CASE = Case(config_id="draft-k2", concurrency=1)
@@ -55,3 +58,12 @@ def test_pytest_reports_the_undecided_category(outcome: str, word: str) -> None:
     failed = SimpleNamespace(when="call", passed=False,
                              user_properties=[(plugin.OUTCOME_PROPERTY, outcome)])
     assert plugin.pytest_report_teststatus(failed, None) is None  # type: ignore[arg-type]
+
+
+def test_an_unusable_gpu_lock_ends_the_run_as_bad_input_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.lock"
+    path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(pytest.exit.Exception) as err, plugin.engine_errors():
+        gpu_lock.acquire(path)
+    assert err.value.returncode == int(Exit.BAD_INPUT)
+    assert str(path) in err.value.msg and "\n" not in err.value.msg

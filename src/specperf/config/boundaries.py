@@ -67,6 +67,45 @@ def owned_option(arg: str) -> str | None:
     return None
 
 
+#: serve_args that would change what is measured, or how the suite talks to the server,
+#: behind the profile's back (issue #54): (option, the shortest abbreviation argparse takes
+#: for it alone among vLLM 0.32's api_server options, what it does, the fix). Found by
+#: vLLM's own parser: vllm.entrypoints.launchers.cli_args.make_arg_parser; ``--config``
+#: has none (``--conf`` is also --config-format's).
+REFUSED_OPTIONS = (
+    ("--api-key", "--api-k",
+     "makes the server refuse the suite's requests, which carry no key (servers bind "
+     "127.0.0.1 only)", "remove it"),
+    ("--served-model-name", "--ser",
+     "renames the model the suite's requests and its run file name by what it serves",
+     "remove it; a server config's name in reports is its `label`"),
+    ("--config", "--config",
+     "reads server options from a file outside the profile, where neither its hash nor its "
+     "checks (the options the suite owns, unpinned remote code) see them",
+     "write the file's options in serve_args"),
+    ("--speculative-config", "--specu",
+     "is set by the suite from the server config's speculative_config, and vLLM takes the "
+     "last one given: a second one would replace what the run records as measured",
+     "write it as the server config's speculative_config (none: the no-spec config)"),
+)
+#: --speculative-config's short form, and "-s": argparse takes it as an abbreviation of it.
+_SHORT_SPEC = ("-s", "-sc")
+
+
+def refused_option(arg: str) -> tuple[str, str, str] | None:
+    """(option, what it does, fix) of a REFUSED_OPTIONS option ``arg`` spells — ``_`` for
+    ``-``, an abbreviation, ``=value``, a dotted ``--speculative-config.key`` — or None."""
+    if arg.startswith("--"):
+        name = arg.split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        for opt, stem, why, fix in REFUSED_OPTIONS:
+            if name.startswith(stem) and opt.startswith(name):
+                return opt, why, fix
+    elif arg.split("=", 1)[0] in _SHORT_SPEC or arg.startswith("-sc"):
+        opt, _, why, fix = REFUSED_OPTIONS[-1]
+        return opt, why, fix
+    return None
+
+
 def check_serve_args(args: list[str]) -> list[str]:
     for arg in args:
         opt = owned_option(arg)
@@ -75,6 +114,10 @@ def check_serve_args(args: list[str]) -> list[str]:
                 f"{arg!r}: {opt} is set by the suite (servers bind 127.0.0.1 on a port it "
                 "picks, serving the profile's target and drafts) — fix: remove it; to test "
                 "another model, change `target` or the speculative_config's `model`")
+        refused = refused_option(arg)
+        if refused is not None:
+            opt, why, fix = refused
+            raise ValueError(f"{arg!r}: {opt} {why} — fix: {fix}")
     return args
 
 

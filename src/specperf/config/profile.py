@@ -27,6 +27,13 @@ from specperf.config.boundaries import (
     check_slug,
     check_speculative_config,
 )
+from specperf.config.remote_code import (
+    COMMIT,
+    ConfigFileError,
+    revision_option,
+    tokenizer_of,
+    trusts_remote_code,
+)
 from specperf.config.rules import CompareRules
 from specperf.config.scenarios import Scenarios
 from specperf.config.tiny_models import TinyModelsSpec
@@ -338,10 +345,16 @@ class Profile(_Strict):
                           "server as --revision, --code-revision and --tokenizer-revision; "
                           "required with --trust-remote-code (a draft model's own goes in "
                           "its speculative_config's `revision`)")
+    tokenizer_revision: str | None = Field(
+        None, description="the commit (40 hex digits) of a separate --tokenizer repository "
+                          "named in serve_args, passed to every server as "
+                          "--tokenizer-revision; required with --trust-remote-code when that "
+                          "tokenizer comes from the Hugging Face hub")
     server_env_inherit: list[str] = Field(
-        default_factory=list, description="secret-looking variables of specperf's "
-                                          "environment (HF_TOKEN, GITHUB_TOKEN, ...) the "
-                                          "servers may inherit; every other secret is "
+        default_factory=list, description="variables of specperf's environment the "
+                                          "servers may inherit beyond the allowlist of what "
+                                          "vLLM, torch and CUDA read, secrets included "
+                                          "(HF_TOKEN, HTTPS_PROXY, ...); every other is "
                                           "withheld from them (specperf.engine.server_env)")
 
     #: Set by load_profile; not part of the file.
@@ -358,7 +371,7 @@ class Profile(_Strict):
     def _serve_args(cls, v: list[str]) -> list[str]:
         return check_serve_args(v)
 
-    @field_validator("revision")
+    @field_validator("revision", "tokenizer_revision")
     @classmethod
     def _revision(cls, v: str | None) -> str | None:
         if v is not None and not COMMIT.match(v):
@@ -394,6 +407,12 @@ class Profile(_Strict):
         if self.revision is not None and self.target.startswith(TINY_PREFIX):
             raise ValueError(f"revision: target {self.target!r} is generated locally, there "
                              "is no Hugging Face commit to pin — fix: remove revision")
+        if self.tokenizer_revision is not None and not any(
+                tokenizer_of(args, expand=False) for _, args in self.serve_args_lists()):
+            raise ValueError("tokenizer_revision: no serve_args name a separate --tokenizer "
+                             "for it to pin (the target's own tokenizer is pinned by "
+                             "`revision`) — fix: remove tokenizer_revision, or add "
+                             "\"--tokenizer\", \"<repository>\" to serve_args")
         return self
 
     @field_validator("concurrencies")
@@ -483,18 +502,33 @@ class Profile(_Strict):
                 lists.append((f"scenarios.{name}.serve_args", args))
         return lists
 
-    def remote_code_refusal(self) -> str | None:
-        """Why a run of this profile must not start its servers, or None: a server that
-        trusts remote code (--trust-remote-code, in any list of serve_args) runs Python
-        from the model's Hugging Face repository, which its owner can change overnight;
-        only a commit pins what runs. Checked when a run begins (PerfSession.begin), not
-        when the profile loads, so a profile awaiting its pin still validates, lists its
-        cases (`--co`) and passes `specperf check`."""
-        where = next((w for w, args in self.serve_args_lists() if trusts_remote_code(args)),
-                     None)
+    def remote_code_refusal(self, config_id: str | None = None) -> str | None:
+        """Why a server of this profile (of ``config_id``; None: of any config) must not
+        start, or None: a server that trusts remote code (--trust-remote-code, in any
+        list of serve_args or a --config file they name, read as vLLM reads it) runs
+        Python from the model's Hugging Face repository — the target's, a draft's and a
+        separate tokenizer's — which its owner can change overnight; only a commit pins
+        what runs. Checked where every server is started (specperf.engine.servers.
+        ServerPool) and when a pytest run begins, not when the profile loads, so a
+        profile awaiting its pin still validates, lists its cases (`--co`) and passes
+        `specperf check`."""
+        src = self.source or Path("<profile>")
+        lists = self.serve_args_lists()
+        configs = list(enumerate(self.server_configs))
+        if config_id is not None:
+            configs = [(i, c) for i, c in configs if c.id == config_id]
+            own = {f"server_configs[{i}] (id {c.id!r}).serve_args" for i, c in configs}
+            lists = [(w, a) for w, a in lists if w == "serve_args" or w in own]
+        try:
+            where = next((w for w, args in lists if trusts_remote_code(args)), None)
+            tokenizer = next((t for _, args in lists
+                              if (t := tokenizer_of(args)) is not None), None)
+        except ConfigFileError as exc:
+            return (f"{src}: {exc} — so whether its server trusts remote code cannot be "
+                    "told, and vLLM could not start it either; fix: write the file's "
+                    "options in serve_args")
         if where is None:
             return None
-        src = self.source or Path("<profile>")
         why = (f"{src}: field `{where}` has --trust-remote-code, which runs Python from the "
                "model's Hugging Face repository, as it is when the server starts")
         if self.revision is None and on_hub(self.target):
@@ -502,7 +536,13 @@ class Profile(_Strict):
                     f"code at a commit of https://huggingface.co/{self.target}/commits/main "
                     "and pin that commit: add revision = \"<40-character commit>\" at the "
                     "top of the profile (or remove --trust-remote-code)")
-        for i, c in enumerate(self.server_configs):
+        if tokenizer is not None and on_hub(tokenizer) and self.tokenizer_revision is None:
+            return (f"{why}; the separate tokenizer {tokenizer!r} (--tokenizer) runs with it "
+                    "too, and the profile has no `tokenizer_revision` to pin it — fix: add "
+                    "tokenizer_revision = \"<40-character commit>\" from "
+                    f"https://huggingface.co/{tokenizer}/commits/main at the top of the "
+                    "profile")
+        for i, c in configs:
             draft = c.draft_model
             if draft is None or not on_hub(draft):
                 continue
@@ -566,9 +606,11 @@ class Profile(_Strict):
         # pairing and reference change what a spec config's cases measure only
         # (_config_measured).
         exclude["load"] = {*self._UNMEASURED_LOAD, "pairing", "reference"}
-        if self.revision is None:
-            # Only where set: hashes (and baselines) from before the key existed stay valid.
-            exclude["revision"] = True
+        for key in ("revision", "tokenizer_revision"):
+            if getattr(self, key) is None:
+                # Only where set: hashes (and baselines) from before the key existed stay
+                # valid.
+                exclude[key] = True
         return self.model_dump(mode="json", exclude=exclude)
 
     def _config_measured(self, config: ServerConfig) -> dict[str, Any]:
@@ -595,67 +637,8 @@ class Profile(_Strict):
         return p
 
 
-#: A Hugging Face commit: what `revision` must be (a branch or a tag can move).
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
 #: An environment variable's name, as a shell would take it.
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: vLLM's revision options (vllm/engine/arg_utils.py in vllm 0.32), each with the shortest
-#: abbreviation argparse takes for it alone among `vllm serve`'s options: set by the suite
-#: from `revision`. ``--tokenizer`` itself is another option, hence its longer stem.
-_REVISION_OPTIONS = (("--revision", "--rev"), ("--code-revision", "--code"),
-                     ("--tokenizer-revision", "--tokenizer-r"))
-#: --trust-remote-code is a BooleanOptionalAction: argparse takes any prefix of it down to
-#: "--trust-rem" (shorter ones are shared with --trust-request-*) and
-#: --no-trust-remote-code, or its prefix down to "--no-trust-rem", turns it off.
-_TRUST, _TRUST_MIN = "--trust-remote-code", "--trust-rem"
-_NO_TRUST, _NO_TRUST_MIN = "--no-trust-remote-code", "--no-trust-rem"
-#: A `--config` YAML file's line that turns it on (vLLM reads serve arguments from one).
-_TRUST_YAML = re.compile(r"^\s*[\"']?trust[-_]remote[-_]code[\"']?\s*:\s*[\"']?(true|yes|on|1)\b",
-                         re.IGNORECASE | re.MULTILINE)
-
-
-def _option_name(arg: str) -> str:
-    return arg.split("=", 1)[0].replace("_", "-")
-
-
-def revision_option(arg: str) -> str | None:
-    """The vLLM revision option ``arg`` spells (``--revision=x``, ``--code_revision``,
-    ``--rev``), or None."""
-    if not arg.startswith("--"):
-        return None
-    name = _option_name(arg)
-    for opt, stem in _REVISION_OPTIONS:
-        if name.startswith(stem) and opt.startswith(name):
-            return opt
-    return None
-
-
-def trusts_remote_code(args: list[str]) -> bool:
-    """Whether this list of serve_args turns on vLLM's trust_remote_code in any spelling
-    vLLM takes: the option, ``_`` for ``-``, an abbreviation, or a ``--config`` file that
-    sets it. The last --trust-remote-code / --no-trust-remote-code wins, as in vLLM."""
-    on = False
-    for i, arg in enumerate(args):
-        if not arg.startswith("--"):
-            continue
-        name = _option_name(arg)
-        if name.startswith(_NO_TRUST_MIN) and _NO_TRUST.startswith(name):
-            on = False
-        elif name.startswith(_TRUST_MIN) and _TRUST.startswith(name):
-            on = True
-        elif name == "--config" and _config_trusts(arg, args[i + 1:i + 2]):
-            on = True
-    return on
-
-
-def _config_trusts(arg: str, following: list[str]) -> bool:
-    path = arg.split("=", 1)[1] if "=" in arg else (following[0] if following else "")
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        # Unreadable here: vLLM, in the same directory, fails to read it too.
-        return False
-    return bool(_TRUST_YAML.search(text))
 
 
 def on_hub(model: str) -> bool:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from specperf.config.remote_code import tokenizer_of
 from specperf.engine import listeners
 from specperf.engine.server_env import server_environ
 
@@ -160,17 +161,20 @@ def build_argv(
     speculative_config: dict[str, Any] | None,
     serve_args: list[str],
     revision: str | None = None,
+    tokenizer_revision: str | None = None,
 ) -> list[str]:
     """``revision`` (the profile's): the target's commit, for its weights and config, its
-    remote code and its tokenizer (unless serve_args name another --tokenizer, which that
-    commit does not pin); the profile refuses these options in serve_args."""
+    remote code and its tokenizer — unless serve_args name another --tokenizer, which
+    ``tokenizer_revision`` (the profile's) pins instead; the profile refuses these
+    options in serve_args."""
     # `python -m …api_server` rather than the `vllm` console script: the CPU
     # repackaging's script looks for a distribution named `vllm` and fails.
     argv = [python, "-m", API_MODULE, "--model", model, "--host", HOST, "--port", str(port)]
     if revision is not None:
         argv += ["--revision", revision, "--code-revision", revision]
-        if not any(a == "--tokenizer" or a.startswith("--tokenizer=") for a in serve_args):
-            argv += ["--tokenizer-revision", revision]
+    tokenizer_pin = tokenizer_revision if tokenizer_of(serve_args, expand=False) else revision
+    if tokenizer_pin is not None:
+        argv += ["--tokenizer-revision", tokenizer_pin]
     if speculative_config is not None:
         argv += ["--speculative-config", json.dumps(speculative_config, sort_keys=True)]
     return argv + list(serve_args)

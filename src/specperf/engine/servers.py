@@ -177,6 +177,15 @@ class ServerPool:
         start = self.starts.get(config_id, 0)
         log_path = ((self.log_dir or self.run_dir / "servers")
                     / (f"{config_id}.log" if start == 0 else f"{config_id}.start{start + 1}.log"))
+        # Every server of every road (the pytest run, lab.agreement, the scenarios) starts
+        # here: unpinned remote code is refused here, before any process, the preflight's
+        # tokenizer load included, can run it.
+        why = p.remote_code_refusal(config_id.removesuffix(PINNED_SUFFIX))
+        if why is not None:
+            exc = ServerError(config_id, f"was not started: {why}", log_path,
+                              "(not started: unpinned remote code)")
+            self.record_error(config_id, exc)
+            raise exc
         if importlib.util.find_spec("vllm") is None:
             exc = ServerError(
                 config_id,
@@ -218,7 +227,7 @@ class ServerPool:
         for attempt in range(PORT_RETRIES + 1):
             port = free_port()
             argv = build_argv(sys.executable, target, port, spec, [*p.serve_args, *cfg.serve_args],
-                              revision=p.revision)
+                              revision=p.revision, tokenizer_revision=p.tokenizer_revision)
             server = VllmServer(config_id, argv, env, log_path, port, p.startup_timeout_s)
             self.records[config_id] = ServerRecord(
                 config_id=config_id, argv=argv, port=port, log_path=str(log_path)

@@ -230,7 +230,9 @@ class PerfSession:
     def begin(self) -> None:
         """Load the baseline, make the run directory, say what the run will do; raises
         BaselineError, ProfileError or SessionError."""
-        self.profile.check_remote_code()  # before any server: unpinned remote code is refused
+        # The pool refuses unpinned remote code at every server start (every road);
+        # here the same check ends a pytest run before anything runs, as a usage error.
+        self.profile.check_remote_code()
         self.load_baseline()
         self.options.run_dir.mkdir(parents=True, exist_ok=True)
         self.say(f"specperf: profile {self.profile.name} ({self.profile.source}), run dir "

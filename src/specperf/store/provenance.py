@@ -39,8 +39,38 @@ def _nvidia_smi() -> list[tuple[str, str]] | None:
     rows = [tuple(x.strip() for x in line.split(",", 3)) for line in out.splitlines()
             if line.strip()]
     gpus = [(r[0], r[1], r[2], r[3] if len(r) > 3 else "") for r in rows if len(r) >= 3]
-    chosen = visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cuda_visible is not None and "MIG-" in cuda_visible:
+        gpus += _mig_devices(exe, gpus)
+    chosen = visible(gpus, cuda_visible)
     return [(name, driver) for _, _, name, driver in chosen] or None
+
+
+#: ``nvidia-smi -L``'s lines (NVIDIA's MIG user guide): a GPU, and its MIG devices under it.
+_GPU_LINE = re.compile(r"^GPU\s+\d+:\s*(?P<name>.+?)\s*\(UUID:\s*(?P<uuid>GPU-[^)\s]+)\)")
+_MIG_LINE = re.compile(r"^\s+MIG\s+(?P<profile>\S+)\s+Device\s+\d+:\s*\(UUID:\s*"
+                       r"(?P<uuid>MIG-[^)\s]+)\)")
+
+
+def _mig_devices(exe: str, gpus: list[tuple[str, str, str, str]]
+                 ) -> list[tuple[str, str, str, str]]:
+    """The MIG devices nvidia-smi lists, as (no index, MIG UUID, "<GPU> MIG <profile>",
+    the GPU's driver): one MIG instance is a GPU of its own size to the run."""
+    try:
+        out = subprocess.run(  # noqa: S603 - fixed argument list
+            [exe, "-L"], capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    driver = {uuid: drv for _, uuid, _, drv in gpus}
+    found: list[tuple[str, str, str, str]] = []
+    parent = ("", "")
+    for line in out.splitlines():
+        if (g := _GPU_LINE.match(line)) is not None:
+            parent = (g["name"], g["uuid"])
+        elif (m := _MIG_LINE.match(line)) is not None:
+            found.append(("", m["uuid"], f"{parent[0]} MIG {m['profile']}".strip(),
+                          driver.get(parent[1], "")))
+    return found
 
 
 def visible(gpus: list[tuple[str, str, str, str]],
@@ -49,13 +79,17 @@ def visible(gpus: list[tuple[str, str, str, str]],
     CUDA reads it: unset, every GPU; empty, none; else indices or (prefixes of) UUIDs,
     comma-separated, up to the first one that names no GPU (CUDA stops there too).
     Indices are nvidia-smi's (PCI bus order): where that differs from CUDA's order on a
-    machine of mixed GPUs, set CUDA_DEVICE_ORDER=PCI_BUS_ID or name UUIDs."""
+    machine of mixed GPUs, set CUDA_DEVICE_ORDER=PCI_BUS_ID or name UUIDs. A MIG device
+    (``MIG-…``, among ``gpus`` when nvidia-smi lists it) is a GPU too: one it does not
+    list is named "mig" — a GPU run all the same, which takes the GPU lock."""
     if cuda_visible is None:
-        return list(gpus)
+        return [g for g in gpus if g[0]]  # whole GPUs: CUDA shows MIG devices only if named
     out = []
     for token in (t.strip() for t in cuda_visible.split(",")):
         match = [g for g in gpus if (token.isdigit() and g[0] == token)
-                 or (token.startswith("GPU-") and g[1].startswith(token))]
+                 or (token.startswith(("GPU-", "MIG-")) and g[1].startswith(token))]
+        if not match and token.startswith("MIG-"):
+            match = [("", token, "mig", next((d for _, _, _, d in gpus if d), ""))]
         if not token or not match or match[0] in out:
             break
         out.append(match[0])

@@ -70,9 +70,28 @@ def test_suite_owned_options_are_refused_in_any_spelling(args: list[str]) -> Non
         check_serve_args(args)
 
 
+@pytest.mark.parametrize(("args", "opt"), [
+    (["--api-key", "k"], "--api-key"), (["--api_key=k"], "--api-key"), (["--api-k", "k"], "--api-key"),
+    (["--served-model-name", "x"], "--served-model-name"), (["--ser=x"], "--served-model-name"),
+    (["--served_model_name", "a", "b"], "--served-model-name"),
+    (["--config", "serve.yaml"], "--config"), (["--config=serve.yaml"], "--config"),
+    (["--speculative-config", "{}"], "--speculative-config"),
+    (["--speculative_config={}"], "--speculative-config"), (["--specu", "{}"], "--speculative-config"),
+    (["--speculative-config.num_speculative_tokens", "5"], "--speculative-config"),
+    (["-sc", "{}"], "--speculative-config"), (["-sc={}"], "--speculative-config"),
+    (["-s", "{}"], "--speculative-config"),
+])
+def test_options_that_change_what_is_measured_or_how_the_suite_talks_are_refused(
+        args: list[str], opt: str) -> None:
+    with pytest.raises(ValueError) as err:
+        check_serve_args(args)
+    assert f"{opt} " in str(err.value) and "fix:" in str(err.value)
+
+
 @pytest.mark.parametrize("args", [
     ["--max-model-len", "1024"], ["--model-impl", "vllm"], [],
     ["--enforce-eager"], ["--dtype", "float32"], ["0.0.0.0"], ["-tp", "2"],
+    ["--config-format", "hf"], ["--seed", "0"], ["--tokenizer", "org/t"],
 ])
 def test_other_serve_args_pass(args: list[str]) -> None:
     assert check_serve_args(args) == args

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from specperf.config.profile import (
     revision_option,
     trusts_remote_code,
 )
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, need_module
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MIMO = REPO_ROOT / "perf_tests" / "profiles" / "h100-mimo-7b-mtp.toml"
@@ -125,3 +126,63 @@ def test_server_env_inherit_takes_variable_names(tmp_path: Path) -> None:
     assert p.hash() == load_profile(_profile(tmp_path)).hash()  # measures nothing
     with pytest.raises(ProfileError, match="server_env_inherit"):
         load_profile(_profile(tmp_path, 'server_env_inherit = ["HF TOKEN"]'))
+
+
+# -- a --config file read as vLLM reads it (issue #54) ------------------------------------
+
+TRUSTING_YAML = {
+    "flow-style": "{seed: 0, trust_remote_code: true}\n",
+    "alias": "enforce-eager: &yes true\ntrust-remote-code: *yes\n",
+    "aliased-key": "name: &key trust_remote_code\n*key : true\n",
+    "complex-key": "? trust_remote_code\n: true\n",
+    "yaml-1.1-yes": "trust_remote_code: yes\n",
+    "quoted-key": '"trust-remote-code": True\n',
+}
+
+
+@pytest.mark.parametrize("text", list(TRUSTING_YAML.values()), ids=list(TRUSTING_YAML))
+def test_a_config_file_trusts_remote_code_however_its_yaml_spells_it(
+        tmp_path: Path, text: str) -> None:
+    yaml = tmp_path / "serve.yaml"
+    yaml.write_text(text)
+    assert trusts_remote_code(["--config", str(yaml)])
+
+
+def test_the_command_line_wins_over_a_config_file_as_in_vllm(tmp_path: Path) -> None:
+    yaml = tmp_path / "serve.yaml"
+    yaml.write_text("{trust_remote_code: true}\n")
+    # vLLM's api_server puts the file's options before the whole command line
+    # (FlexibleArgumentParser._pull_args_from_config): every option given there wins.
+    assert trusts_remote_code(["--seed", "0", "--config", str(yaml)])
+    assert not trusts_remote_code(["--config", str(yaml), "--no-trust-remote-code"])
+    assert not trusts_remote_code(["--no-trust-remote-code", "--config", str(yaml)])
+
+
+def test_the_file_expands_into_the_options_vllms_own_parser_makes(tmp_path: Path) -> None:
+    """Our reading of a --config file against vLLM's own (FlexibleArgumentParser.
+    load_config_file), on a file with every kind of value it maps."""
+    argparse_utils = need_module("vllm.utils.argparse_utils")
+    from specperf.config.remote_code import config_file_args
+
+    yaml = tmp_path / "serve.yaml"
+    yaml.write_text("base: &b {x: 1}\n? trust_remote_code\n: yes\nenforce-eager: false\n"
+                    "seed: 3\nspeculative-config: *b\nallowed-origins: [a, b]\nempty: []\n")
+    parser = argparse_utils.FlexibleArgumentParser()
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
+    assert config_file_args(yaml, negatable={"--no-enforce-eager"}) == \
+        parser.load_config_file(str(yaml))
+
+
+def test_a_separate_tokenizer_from_the_hub_needs_its_own_commit(tmp_path: Path) -> None:
+    top = (f'revision = "{COMMIT}"\n'
+           'serve_args = ["--trust-remote-code", "--tokenizer", "other-org/tok"]')
+    why = load_profile(_profile(tmp_path, top)).remote_code_refusal()
+    assert why is not None and "'other-org/tok'" in why and "tokenizer_revision" in why
+    pinned = load_profile(_profile(tmp_path, top + f'\ntokenizer_revision = "{COMMIT[::-1]}"'))
+    assert pinned.remote_code_refusal() is None
+
+
+def test_a_tokenizer_revision_without_a_separate_tokenizer_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile(_profile(tmp_path, f'tokenizer_revision = "{COMMIT}"'))
+    assert "tokenizer_revision" in str(err.value) and "--tokenizer" in str(err.value)

@@ -92,3 +92,62 @@ def test_a_run_takes_the_lock_the_variable_names(
     finally:
         gpu_lock.release(path)
     assert path.read_text() == ""
+
+
+# -- a lock path another user may have planted (issue #54) --------------------------------
+
+
+def test_a_planted_symlink_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    path = tmp_path / "gpu.lock"
+    path.symlink_to(victim)
+    with pytest.raises(gpu_lock.GpuLockUnusable) as err:
+        gpu_lock.acquire(path)
+    assert victim.read_text() == "precious\n"
+    assert victim.stat().st_mode & 0o777 == 0o600
+    assert str(path) in str(err.value) and "symbolic link" in str(err.value)
+    assert "SPECPERF_GPU_LOCK" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_dangling_symlink_creates_nothing_where_it_points(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.lock"
+    path.symlink_to(tmp_path / "made-by-the-lock")
+    with pytest.raises(gpu_lock.GpuLockUnusable):
+        gpu_lock.acquire(path)
+    assert not (tmp_path / "made-by-the-lock").exists()
+
+
+def test_a_directory_at_the_lock_path_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.lock"
+    path.mkdir()
+    with pytest.raises(gpu_lock.GpuLockUnusable) as err:
+        gpu_lock.acquire(path)
+    assert str(path) in str(err.value) and "directory" in str(err.value)
+
+
+def test_a_hard_linked_lock_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    path = tmp_path / "gpu.lock"
+    os.link(victim, path)
+    with pytest.raises(gpu_lock.GpuLockUnusable) as err:
+        gpu_lock.acquire(path)
+    assert victim.read_text() == "precious\n"
+    assert victim.stat().st_mode & 0o777 == 0o600
+    assert str(path) in str(err.value) and "hard link" in str(err.value)
+
+
+def test_only_a_lock_file_this_run_created_is_opened_to_every_user(tmp_path: Path) -> None:
+    mine = tmp_path / "new.lock"
+    gpu_lock.acquire(mine)
+    gpu_lock.release(mine)
+    assert mine.stat().st_mode & 0o777 == 0o666  # every user's runs meet at it
+    existing = tmp_path / "existing.lock"
+    existing.write_text("")
+    existing.chmod(0o600)
+    gpu_lock.acquire(existing)
+    gpu_lock.release(existing)
+    assert existing.stat().st_mode & 0o777 == 0o600  # someone else's choice, kept

@@ -336,3 +336,11 @@ def test_a_wrapper_alone_is_the_answer_and_a_chain_gives_its_innermost_error() -
     assert server.last_error_line(pointed) == ("ValueError: max_model_len 9000 exceeds the model's "
                                                "8192 (the root cause behind RuntimeError)")
     assert server.last_error_line("INFO: all good") is None
+
+
+def test_a_separate_tokenizer_is_pinned_by_its_own_commit() -> None:
+    rev, tok = "a" * 40, "b" * 40
+    argv = server.build_argv("/py", "org/m", 1, None, ["--tokenizer=org/t"], revision=rev,
+                             tokenizer_revision=tok)
+    assert argv[argv.index("--tokenizer-revision") + 1] == tok
+    assert argv[argv.index("--revision") + 1] == rev

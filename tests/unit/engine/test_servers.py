@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from specperf.config.profile import load_profile
 from specperf.engine.proxy import DelayProxy
+from specperf.engine.server import ServerError
 from specperf.engine.servers import ServerPool
 from specperf.schemas import ServerRecord
 from tests.support import CPU_CI_PROFILE
@@ -83,3 +87,28 @@ def test_one_stop_failure_leaves_no_other_server_running(tmp_path: Path) -> None
     with pytest.raises(StopError, match="draft-k2: OSError: proxy would not stop"):
         pool.stop_all()
     assert [p.poll() for p in procs] == [-15, -15] and not pool.servers
+
+
+def test_a_pool_refuses_unpinned_remote_code_before_any_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #54: the pool is where every server starts, whatever built its profile — here
+    the scenarios' road (model_copy, no validation) with a flow-style --config file. Popen
+    is replaced by a recorder that refuses: no process may start."""
+    yaml = tmp_path / "serve.yaml"
+    yaml.write_text("{trust_remote_code: true}\n")
+    hub = PROFILE.model_copy(update={"target": "some-org/some-model", "tiny": None,
+                                     "serve_args": ["--config", str(yaml)]})
+    spawned: list[object] = []
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        spawned.append(args)
+        raise AssertionError(f"a process was started: {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    pool = ServerPool(profile=hub, run_dir=tmp_path / "run", models_cache=tmp_path / "m",
+                      say=lambda _: None)
+    with pytest.raises(ServerError) as err:
+        pool.server_for("nospec")
+    assert spawned == []
+    assert "--trust-remote-code" in err.value.cause and "revision = " in err.value.cause
+    assert pool.records["nospec"].error == err.value.cause

@@ -512,3 +512,28 @@ def test_no_baseline_or_a_twin_that_fails_costs_the_attribution_only(tmp_path: P
         assert why in ps.measurer.pinned_errors["draft-k2"]
         assert any("no acceptance/step-cost attribution" in s and why in s for s in said)
         assert ps.run_result().pinned_acceptance == {}
+
+
+def test_a_mig_run_takes_the_gpu_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #54: a run on a MIG device (CUDA_VISIBLE_DEVICES=MIG-…) is a GPU run and takes
+    the machine's GPU lock. No GPU here: an nvidia-smi that prints what a MIG machine's
+    does stands in (tests/unit/store/test_provenance.py)."""
+    import os
+
+    from tests.unit.store.test_provenance import _SMI_MIG
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(_SMI_MIG)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-cdde1c9d")
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv("SPECPERF_GPU_LOCK", str(lock))
+    ps = session(tmp_path, 0, [])
+    ps.lock_machine()
+    try:
+        assert ps.get_provenance().hardware_id == "gpu-nvidia-a100-sxm4-80gb-mig-2g-20gb-x1"
+        assert f"pid {os.getpid()}" in lock.read_text()
+    finally:
+        ps.stop_all()
+    assert lock.read_text() == ""

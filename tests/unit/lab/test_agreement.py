@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,22 @@ def test_cli_bad_profile_or_config_is_one_line_exit_2(tmp_path: Path,
     assert main(["--profile", str(ci), "--config", "nope", "--run-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no server config 'nope'" in err and "nospec, draft-k2, self-k3" in err
+
+
+def test_unpinned_remote_code_is_refused_before_any_process_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #54: lab.agreement builds its own ServerPool, outside the pytest session; the
+    MiMo profile trusts remote code with no `revision`, and its server must not start.
+    Popen is replaced by a recorder that refuses: no process, vLLM or other, may start."""
+    spawned: list[object] = []
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        spawned.append(args)
+        raise AssertionError(f"a process was started: {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    mimo = REPO / "perf_tests" / "profiles" / "h100-mimo-7b-mtp.toml"
+    assert main(["--profile", str(mimo), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert spawned == []
+    assert "--trust-remote-code" in err and "revision = " in err and str(mimo) in err

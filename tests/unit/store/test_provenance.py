@@ -97,3 +97,34 @@ def test_torchs_cuda_build_is_read_from_its_version_file() -> None:
         return
     if "+cpu" in here:  # the installed CPU build says no CUDA
         assert provenance._installed_torch_cuda() is None
+
+
+#: What nvidia-smi prints on a machine whose A100 is split into MIG instances (NVIDIA's
+#: MIG user guide, "nvidia-smi -L"): the query of whole GPUs, and the device list.
+_SMI_MIG = """#!/bin/sh
+if [ "$1" = "-L" ]; then
+  echo "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)"
+  echo "  MIG 3g.40gb     Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)"
+  echo "  MIG 2g.20gb     Device  1: (UUID: MIG-cdde1c9d-6b31-5e1b-9a67-8d8be7bf2b9c)"
+  exit 0
+fi
+echo "0, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77, NVIDIA A100-SXM4-80GB, 550.54"
+"""
+
+
+def test_a_mig_device_is_a_gpu_named_by_its_mig_profile(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue #54: CUDA_VISIBLE_DEVICES=MIG-… was filed under the CPU's id and took no GPU
+    lock. No GPU here: an nvidia-smi that prints what a MIG machine's does stands in."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(_SMI_MIG)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f")
+    hw_id, human, kind, driver = provenance.detect_hardware()
+    assert (hw_id, kind, driver) == ("gpu-nvidia-a100-sxm4-80gb-mig-3g-40gb-x1", "gpu", "550.54")
+    assert "MIG 3g.40gb" in human
+    # A MIG device nvidia-smi does not list is a GPU still, of a profile it cannot name.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77/1/0")
+    assert provenance.detect_hardware()[0::2] == ("gpu-mig-x1", "gpu")
+    assert provenance.gpu_present()
+

@@ -461,6 +461,11 @@ class Profile(_Strict):
                                  "on the same prompts (the TPOT gain), and the profile has no "
                                  "no-spec config — fix: add a server config without "
                                  "speculative_config")
+        stray = sorted(set(self.load.requests_by_concurrency) - set(self.concurrencies))
+        if stray:
+            raise ValueError(f"load.requests_by_concurrency names concurrencies {stray} that "
+                             f"concurrencies {self.concurrencies} does not measure — fix: key "
+                             "it by a concurrency of the matrix")
         known_ids = set(ids)
         for table, cid in self.scenarios.configs():
             if cid not in known_ids:

@@ -146,6 +146,12 @@ BATTERY = [
         ("load.error_budget", "finite number")),
     Bad("acceptance-rate-above-one", edit("min_rate = 0.3", "min_rate = 1.5"),
         ("gates.acceptance.min_rate", "less than or equal to 1")),
+    Bad("requests-by-c-stray", edit("requests = 4\n", "requests = 4\nrequests_by_concurrency = { 3 = 2 }\n"),
+        ("load.requests_by_concurrency names concurrencies [3]", "fix: key it")),
+    Bad("hardware-memory-zero", edit('serve_args = ["--max-model-len", "1024"]\n',
+                                     'serve_args = ["--max-model-len", "1024"]\n\n'
+                                     '[hardware]\ndevice_memory_gib = 0\n'),
+        ("hardware.device_memory_gib", "greater than 0")),
     # -- keys one verdict (#13) replaced: refused, naming what to write instead --
     Bad("budgets-replaced",
         edit("[gates.tpot_gain]", "[gates.budgets]\nmin_concurrency = 4\nttft_tolerance = 0.3\n\n"

@@ -204,5 +204,5 @@ def _kv_line(profile: Profile, cfg: ServerConfig, inventory: DeviceInventory,
             f"activations), below the {need / GIB:.2f} GiB one {max_len}-token sequence needs "
             f"({per_token / 1024:.0f} KiB/token); vLLM refuses to start it — fix: raise its "
             "--gpu-memory-utilization or lower --max-model-len"
-            + (" (an estimate: " + "; ".join(f"{m.ref}: {m.source}" for m in parts) + ")"
+            + (" (an estimate: " + "; ".join(dict.fromkeys(m.source for m in parts)) + ")"
                if estimate else ""))

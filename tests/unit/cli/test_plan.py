@@ -24,6 +24,8 @@ WORKFLOW = REPO_ROOT / ".github" / "workflows" / "nightly-perf.yml"
 def _plan(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
           *argv: str) -> tuple[int, str, str]:
     monkeypatch.chdir(REPO_ROOT)  # ./baselines, as a user in the checkout runs it
+    # No hub cache: the KV-cache check reads this machine's models otherwise.
+    monkeypatch.setenv("HF_HUB_CACHE", str(REPO_ROOT / "tests" / "data" / "no-hub-cache"))
     rc = cli.main(["plan", *argv])
     out, err = capsys.readouterr()
     return rc, out, err

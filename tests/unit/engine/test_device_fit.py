@@ -17,7 +17,7 @@ from specperf.config.profile import load_profile
 from specperf.engine.device_fit import device_inventory, memory_refusal, profile_hardware_id
 from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, need_module
 
 BASELINES = REPO_ROOT / "baselines"
 
@@ -57,7 +57,7 @@ def _pool(tmp_path: Path, profile_name: str, devices: DeviceInventory) -> Server
 
 
 def test_the_pool_never_starts_a_server_that_cannot_fit_beside_those_up(tmp_path: Path) -> None:
-    pytest.importorskip("vllm")
+    need_module("vllm")
     pool = _pool(tmp_path, "a100-qwen3-32b", DeviceInventory(1, 80.0, "stand-in A100"))
     # The no-spec server, up (never started here: the guard reads which servers are up).
     pool.servers["nospec"] = VllmServer("nospec", [sys.executable], {}, tmp_path / "n.log",

@@ -37,6 +37,7 @@ from specperf.config.exits import Exit
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
 from specperf.config.profile import Load, ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
+from specperf.config.shards import parse_shard, shard_config_ids
 from specperf.engine.clock import REPORTS, SHUTDOWN
 from specperf.engine.engine_release import installed_engine, release_mismatch
 from specperf.engine.gpu_lock import GpuLocked, GpuLockUnusable
@@ -782,22 +783,14 @@ def _item_case(item: pytest.Item) -> tuple[str, Case] | None:
 
 
 def shard_configs(ps: PerfSession, shard: str) -> set[str]:
-    """The server configs of shard "I/N": round-robin over the spec configs in profile
-    order; the no-spec config belongs to shard 1."""
+    """The server configs of shard "I/N" (the rule: specperf.config.shards)."""
     try:
-        i_txt, n_txt = shard.split("/")
-        i, n = int(i_txt), int(n_txt)
-        if not 1 <= i <= n:
-            raise ValueError
+        i, n = parse_shard(shard)
     except ValueError:
         raise pytest.UsageError(
             f"--perf-shard {shard!r}: expected I/N with 1 ≤ I ≤ N, e.g. --perf-shard 2/4"
         ) from None
-    spec = [c.id for c in ps.profile.server_configs if c.is_spec]
-    mine = {cid for k, cid in enumerate(spec) if k % n == i - 1}
-    if i == 1 and ps.profile.nospec is not None:
-        mine.add(ps.profile.nospec.id)
-    return mine
+    return set(shard_config_ids(ps.profile, i, n))
 
 
 def benchmark_extra_info(result: CaseResult) -> dict[str, Any]:

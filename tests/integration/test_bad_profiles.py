@@ -146,6 +146,12 @@ BATTERY = [
         ("load.error_budget", "finite number")),
     Bad("acceptance-rate-above-one", edit("min_rate = 0.3", "min_rate = 1.5"),
         ("gates.acceptance.min_rate", "less than or equal to 1")),
+    Bad("requests-by-c-stray", edit("requests = 4\n", "requests = 4\nrequests_by_concurrency = { 3 = 2 }\n"),
+        ("load.requests_by_concurrency names concurrencies [3]", "fix: key it")),
+    Bad("hardware-memory-zero", edit('serve_args = ["--max-model-len", "1024"]\n',
+                                     'serve_args = ["--max-model-len", "1024"]\n\n'
+                                     '[hardware]\ndevice_memory_gib = 0\n'),
+        ("hardware.device_memory_gib", "greater than 0")),
     # -- keys one verdict (#13) replaced: refused, naming what to write instead --
     Bad("budgets-replaced",
         edit("[gates.tpot_gain]", "[gates.budgets]\nmin_concurrency = 4\nttft_tolerance = 0.3\n\n"
@@ -350,4 +356,39 @@ def test_a_run_checks_speculative_configs_against_vllm_before_starting(tmp_path:
     _usage_error(proc, str(path), "server_configs[1] (id 'draft-k2').speculative_config",
                  "'num_spec_tokens'", "did you mean 'num_speculative_tokens'")
     assert "starting vLLM" not in proc.stdout
+    assert _snapshot(path) == before
+
+
+# -- servers that cannot share a device (#53) --------------------------------------------
+
+#: BASE on one A100 80 GB: its spec config's TPOT gain keeps no-spec up beside it
+#: (reference = "beside", the default), 2 × 0.92 × 80 GiB on one card.
+ON_ONE_A100 = edit('serve_args = ["--max-model-len", "1024"]\n',
+                   'serve_args = ["--max-model-len", "1024"]\n\n[hardware]\n'
+                   'id = "gpu-nvidia-a100-sxm4-80gb-x1"\n')
+DEVICE_SAYS = ("profile.toml", "nospec", "draft-k2", "147.2 GiB", "80.0 GiB",
+               'reference = "bracket"', "fix:")
+
+
+def test_collection_refuses_servers_that_cannot_share_the_card(tmp_path: Path) -> None:
+    """Before any server starts: a GPU box's nvidia-smi, else the profile's [hardware]
+    (this machine has no GPU), says what the card holds."""
+    path = ON_ONE_A100(tmp_path)
+    before = _snapshot(path)
+    _usage_error(pytest_co("--perf-profile", str(path)), *DEVICE_SAYS)
+    assert _snapshot(path) == before
+    # One server at a time fits.
+    text = path.read_text(encoding="utf-8").replace("[load]\n", '[load]\nreference = "bracket"\n')
+    path.write_text(text, encoding="utf-8")
+    assert pytest_co("--perf-profile", str(path)).returncode == 0
+
+
+def test_specperf_check_refuses_servers_that_cannot_share_the_card(tmp_path: Path) -> None:
+    path = ON_ONE_A100(tmp_path)
+    before = _snapshot(path)
+    proc = subprocess.run([*PERF_PYTEST[:1], "-m", "specperf.cli", "check", "--profile",
+                           str(path)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120)
+    _usage_error(proc, *DEVICE_SAYS)
+    assert proc.stderr.startswith("specperf check: error: ")
     assert _snapshot(path) == before

@@ -5,6 +5,7 @@
     specperf show FILE.json
     specperf schema [--baseline]
     specperf check [--vllm V] [--profile P ...]
+    specperf plan --profile P [--shards N] [--limit-minutes M] [--json]
     specperf issues COMPARE.json [--repo OWNER/NAME] [--dry-run]
     specperf model | advise | power | merge | promote | fetch-nightlies | fetch-sharegpt ...
 
@@ -38,6 +39,7 @@ from specperf.cli import (
     issues,
     merge,
     model,
+    plan,
     power,
     promote,
     report,
@@ -53,7 +55,7 @@ __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RE
 
 #: Every `specperf` command, in the order `specperf --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (
-    compare, report, show, schema, check, model, advise, power, merge, promote,
+    compare, report, show, schema, check, plan, model, advise, power, merge, promote,
     fetch_nightlies, fetch_sharegpt, fetch_specbench, issues,
 )
 
@@ -77,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes (one table for every command and the pytest run; "
                "docs/how-a-run-works.md): 0 ok, 1 a check failed, 2 bad input or comparison "
                "refused, 3 internal error, 6 inconclusive, 7 machine busy, 8 download failed, "
-               "9 promote refused, 11 a profile vLLM would refuse (check), 130 interrupted. "
+               "9 promote refused, 11 a profile vLLM would refuse (check), 14 a night that does "
+               "not fit (plan), 130 interrupted. "
                "SPECPERF_LEGACY_EXIT_CODES=1: the old numbers, for one release.",
     )
     parser.add_argument("--version", action="version", version=f"specperf {__version__}")

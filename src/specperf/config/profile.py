@@ -27,6 +27,7 @@ from specperf.config.boundaries import (
     check_slug,
     check_speculative_config,
 )
+from specperf.config.hardware import HardwareSpec
 from specperf.config.remote_code import (
     COMMIT,
     ConfigFileError,
@@ -151,8 +152,18 @@ class Load(_Strict):
                               "each spec server (two servers up) or in blocks bracketing the "
                               "spec configs (one server up at a time)")
 
+    # Fewer requests where TPOT is steady (#53): at c = 1 a trial's requests run one after
+    # another, so a trial of 64 costs 64 whole requests of wall time (11.8 min at c = 1 on
+    # a100-qwen3-32b) while its median TPOT is as steady at 16. Part of the hash only
+    # where set (_measured): a trial of other length is another measurement.
+    requests_by_concurrency: dict[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = (
+        Field(default_factory=dict, description="measured requests per trial at a given "
+                                                "concurrency, instead of `requests` (still "
+                                                "at least c × min_requests_per_stream)"))
+
     def requests_at(self, concurrency: int) -> int:
-        return max(self.requests, concurrency * self.min_requests_per_stream)
+        base = self.requests_by_concurrency.get(concurrency, self.requests)
+        return max(base, concurrency * self.min_requests_per_stream)
 
     def interleaves(self, concurrency: int) -> bool:
         """Whether a paired trial at this concurrency is interleaved request by request."""
@@ -350,6 +361,10 @@ class Profile(_Strict):
                           "named in serve_args, passed to every server as "
                           "--tokenizer-revision; required with --trust-remote-code when that "
                           "tokenizer comes from the Hugging Face hub")
+    hardware: HardwareSpec | None = Field(
+        None, description="the machine the profile is written for (its baseline's hardware "
+                          "id, device memory): what `specperf plan`, `specperf check` and "
+                          "collection check the servers' memory against off the GPU box")
     server_env_inherit: list[str] = Field(
         default_factory=list, description="variables of specperf's environment the "
                                           "servers may inherit beyond the allowlist of what "
@@ -465,6 +480,11 @@ class Profile(_Strict):
                                  "on the same prompts (the TPOT gain), and the profile has no "
                                  "no-spec config — fix: add a server config without "
                                  "speculative_config")
+        stray = sorted(set(self.load.requests_by_concurrency) - set(self.concurrencies))
+        if stray:
+            raise ValueError(f"load.requests_by_concurrency names concurrencies {stray} that "
+                             f"concurrencies {self.concurrencies} does not measure — fix: key "
+                             "it by a concurrency of the matrix")
         known_ids = set(ids)
         for table, cid in self.scenarios.configs():
             if cid not in known_ids:
@@ -583,7 +603,7 @@ class Profile(_Strict):
     # Which secrets the servers may see changes nothing they measure.
     _UNMEASURED: ClassVar[set[str]] = {"description", "gates", "compare", "startup_timeout_s",
                                        "source", "server_configs", "concurrencies", "scenarios",
-                                       "server_env_inherit"}
+                                       "server_env_inherit", "hardware"}
     # The contention guard decides which attempts are kept and when they start, not what
     # an attempt measures.
     _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries",
@@ -606,6 +626,9 @@ class Profile(_Strict):
         # pairing and reference change what a spec config's cases measure only
         # (_config_measured).
         exclude["load"] = {*self._UNMEASURED_LOAD, "pairing", "reference"}
+        if not self.load.requests_by_concurrency:
+            # Only where set: hashes (and baselines) from before the key existed stay valid.
+            exclude["load"].add("requests_by_concurrency")
         for key in ("revision", "tokenizer_revision"):
             if getattr(self, key) is None:
                 # Only where set: hashes (and baselines) from before the key existed stay

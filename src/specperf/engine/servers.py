@@ -19,10 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specperf.analysis.device_memory import (
+    MISFIT_FIX,
+    DeviceInventory,
+    ResidentSet,
+    check_fit,
+    footprint,
+    misfit_lines,
+)
 from specperf.config import settings
 from specperf.config.profile import TINY_PREFIX, Profile, ServerConfig
 from specperf.engine.clock import SERVER_STARTS, SHUTDOWN, RunClock
 from specperf.engine.compile_cache import compile_cache_dir, share_model_info
+from specperf.engine.device_fit import gpu_inventory
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.preflight import preflight_spec
 from specperf.engine.proxy import DelayProxy
@@ -121,6 +130,9 @@ class ServerPool:
     #: Where server logs go instead of run_dir/servers/ (a scenario's servers: their caches
     #: and temp files stay in run_dir, whose path vLLM's IPC sockets must keep short).
     log_dir: Path | None = None
+    #: The devices servers reserve memory on (None: no GPU, nothing to check): nvidia-smi
+    #: by default; tests give a stand-in of vLLM's device memory check.
+    devices: Callable[[], DeviceInventory | None] = gpu_inventory
 
     def __post_init__(self) -> None:
         if self.observer is None:
@@ -196,6 +208,7 @@ class ServerPool:
             )
             self.record_error(config_id, exc)
             raise exc
+        self._check_fits(config_id, cfg, log_path)
         spec = dict(cfg.speculative_config) if cfg.speculative_config is not None else None
         try:
             target = self._resolve_model(p.target)
@@ -256,6 +269,26 @@ class ServerPool:
         self.view.server_ready(
             config_id, f"specperf: {config_id} ready in {server.startup_s:.1f} s (vLLM {server.version})")
         return server
+
+    def _check_fits(self, config_id: str, cfg: ServerConfig, log_path: Path) -> None:
+        """Never start a server that cannot reserve its share of a device beside the ones
+        that are up: vLLM would refuse it after minutes of start-up (its check:
+        specperf.analysis.device_memory), or worse, a neighbour would run out of memory."""
+        inventory = self.devices()
+        if inventory is None:
+            return
+        up = [footprint(self.profile, self.config(cid), cid) for cid in self.servers]
+        rs = ResidentSet(f"{config_id} beside {', '.join(self.servers) or 'nothing'}",
+                         (*up, footprint(self.profile, cfg, config_id)))
+        report = check_fit([rs], inventory)
+        if report.fits:
+            return
+        err = ServerError(config_id, "was not started: it would not fit the device memory "
+                          f"beside the servers up ({'; '.join(misfit_lines(report))}; "
+                          f"{inventory.source}) — fix: {MISFIT_FIX}",
+                          log_path, "(not started: device memory)")
+        self.record_error(config_id, err)
+        raise err
 
     def _compile_cache(self, config_id: str) -> Path | None:
         """Where the config's server keeps vLLM's compile cache: kept between runs

@@ -38,6 +38,7 @@ from specperf.engine import gpu_lock, run_assembly
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
+from specperf.engine.device_fit import memory_refusal
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.scenarios import ScenarioRunner
@@ -258,6 +259,12 @@ class PerfSession:
                 f"get, and every case already gets {self.repeats} (repeats) — give a larger "
                 "cap, or none for the default "
                 f"({RETRY_CAP_FACTOR} × repeats = {RETRY_CAP_FACTOR * self.repeats})")
+        # Before any server starts: servers that would be up together on one device and
+        # cannot both reserve their share of it (specperf.engine.device_fit).
+        why = memory_refusal(self.profile, self.options.baselines_dir,
+                             attributed=self.plan.attributed_configs())
+        if why is not None:
+            raise SessionError(why)
         fault = self.options.fault
         if fault is not None and fault.config_ids:
             known = {c.id for c in self.profile.server_configs}

@@ -73,6 +73,38 @@ def _mig_devices(exe: str, gpus: list[tuple[str, str, str, str]]
     return found
 
 
+def gpu_memory() -> list[tuple[str, str, float]] | None:
+    """(index, name, memory.total in MiB) of each GPU this process may use, from
+    nvidia-smi (None without one): what a server's gpu_memory_utilization is a fraction
+    of (vLLM reads the same total from CUDA)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(  # noqa: S603 - fixed argument list
+            [exe, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [tuple(x.strip() for x in line.split(",", 3)) for line in out.splitlines()
+            if line.strip()]
+    gpus = [(r[0], r[1], r[2], r[3]) for r in rows if len(r) == 4]
+    chosen = visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    found = []
+    for index, _, name, mib in chosen:
+        try:
+            found.append((index, name, float(mib)))
+        except ValueError:  # "[N/A]" on some unified-memory boxes
+            return None
+    return found or None
+
+
+def hardware_slug(name: str, count: int) -> str:
+    """The GPU part of a hardware id: ``gpu-<name>-x<count>``."""
+    return f"gpu-{_slug(name)}-x{count}"
+
+
 def visible(gpus: list[tuple[str, str, str, str]],
             cuda_visible: str | None) -> list[tuple[str, str, str, str]]:
     """The GPUs (index, uuid, name, driver) that CUDA_VISIBLE_DEVICES leaves visible, as

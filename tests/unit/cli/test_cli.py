@@ -330,7 +330,8 @@ def test_power_json_records_its_rules_and_takes_the_profiles_alpha(
 
 
 def test_every_listed_command_is_wired_in_help_order(capsys: pytest.CaptureFixture[str]) -> None:
-    names = ["compare", "report", "show", "schema", "check", "model", "advise", "power", "merge",
+    names = ["compare", "report", "show", "schema", "check", "plan", "model", "advise", "power",
+             "merge",
              "promote", "fetch-nightlies", "fetch-sharegpt", "fetch-specbench", "issues"]
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

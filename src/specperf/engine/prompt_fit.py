@@ -7,7 +7,9 @@ vLLM (0.32, ``entrypoints/serve/utils/api_utils.get_max_tokens`` and
 fails a request (its error budget is 0) or the request yields fewer tokens than every
 other, so a prompt fits only when ``prompt tokens + max_tokens <= max_model_len``.
 Characters (``max_input_chars``) do not bound tokens across scripts: 8000 characters of
-CJK text are ~8000-24000 tokens, of English ~2000.
+English are some 2000 tokens; of Chinese about one per character with a tokenizer that
+has CJK tokens, up to three (one per UTF-8 byte) with one that has not; code and
+whitespace runs vary as much.
 
 Per matrix server config (the profile's serve_args, then the config's, the last option
 winning as in argparse):

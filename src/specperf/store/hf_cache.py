@@ -35,7 +35,7 @@ class HubModel:
 
 def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
     """The Hugging Face hub cache a process with environment ``env`` would use, by
-    huggingface_hub's rule (HF_HUB_CACHE, else HF_HOME/hub, else
+    huggingface_hub's rule (HF_HUB_CACHE or HUGGINGFACE_HUB_CACHE, else HF_HOME/hub, else
     $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub).
 
     ``None`` (the default) means this process's own (``huggingface_hub.constants``).
@@ -46,8 +46,9 @@ def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
         except ImportError:  # pragma: no cover - comes with transformers
             return None
         return Path(constants.HF_HUB_CACHE)
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):  # the second: its older name
+        if env.get(name):
+            return Path(env[name]).expanduser()
     if env.get("HF_HOME"):
         return Path(env["HF_HOME"]).expanduser() / "hub"
     xdg = env.get("XDG_CACHE_HOME")

@@ -137,3 +137,13 @@ def test_a_provenance_without_hub_models_is_written_as_before(tmp_path: Path) ->
     assert "model_revisions" not in data  # files of tiny-model runs stay byte-identical
     # ... and an older file, which has no such key, loads as "not recorded".
     assert Provenance.model_validate(data).model_revisions == {}
+
+
+def test_the_hub_cache_is_found_by_huggingface_hubs_rule(tmp_path: Path) -> None:
+    from specperf.store.hf_cache import hub_cache_dir
+
+    both = {"HF_HUB_CACHE": str(tmp_path / "a"), "HUGGINGFACE_HUB_CACHE": str(tmp_path / "old")}
+    assert hub_cache_dir(both) == tmp_path / "a"
+    assert hub_cache_dir({"HUGGINGFACE_HUB_CACHE": str(tmp_path / "old"),
+                          "HF_HOME": str(tmp_path / "h")}) == tmp_path / "old"
+    assert hub_cache_dir({"HF_HOME": str(tmp_path / "h")}) == tmp_path / "h" / "hub"

@@ -3,8 +3,9 @@
 The nightly (.github/workflows/nightly-perf.yml) runs this in a step of its own, the only
 step that holds HF_TOKEN (gated models need it); the perf run after it is offline
 (HF_HUB_OFFLINE=1) and its servers never see the token (specperf.engine.server_env).
-This step runs nothing but huggingface_hub and specperf's profile loader, so a package
-that the install step pulled in (vLLM and its tree) never runs where the token is.
+This step runs nothing but huggingface_hub and specperf's own code (its profile loader,
+its hub-cache reader and its atomic file writer: pydantic and the standard library), so a
+package that the install step pulled in (vLLM and its tree) never runs where the token is.
 
 What it downloads: the profile's target at its `revision`, each speculative config's
 draft `model` at that config's `revision`, and any `--tokenizer` named in serve_args

@@ -539,6 +539,10 @@ def _unique_cases(cases: list[CaseResult]) -> list[CaseResult]:
 
 
 
+#: A model revision that neither the profile pins nor the local hub cache resolves.
+UNKNOWN_REVISION = "unknown"
+
+
 class Provenance(_Model):
     specperf_version: str
     vllm_version: str | None = None
@@ -568,10 +572,19 @@ class Provenance(_Model):
     provisional: str | None = Field(
         None, description="set when not measured by this suite, e.g. 'published measurement'"
     )
+    # Additive, and left out when empty (runs of generated or local models only): older
+    # run files load with {} (not recorded).
+    model_revisions: dict[str, str] = Field(
+        default_factory=dict,
+        description="the Hugging Face commit each hub model (target, drafts, --tokenizer) "
+                    "was served at, by model id: the profile's pin, else the local hub "
+                    "cache's resolved ref (refs/main), else 'unknown' "
+                    "(specperf.store.hf_cache.model_revisions)")
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(self, handler, ("prompts_hash", "driver_cuda_version"))
+        return _without_unset(self, handler, ("prompts_hash", "driver_cuda_version",
+                                              "model_revisions"))
 
 
 class InjectionRecord(_Model):

@@ -26,7 +26,8 @@ sampled at temperature > 0, #17; the run schema's metric keys gained tpot_vs_nos
 TPOT gain against the baseline with a rule of its own, #13; the time breakdown gained
 busy_waits_s, the waits for a quiet machine that were part of other_s, #13; cpu-tiny
 collects the same node ids in a new order, its judged items after the matrix, since it sets
-[compare] confirm_after_matrix, #13).
+[compare] confirm_after_matrix, #13; the run and baseline schemas' provenance gained the
+optional model_revisions, the commit each hub model was served at, #53).
 """
 
 from __future__ import annotations

@@ -387,7 +387,8 @@ def compare_runs(
 
     ``history``: the baseline's kept earlier runs (:func:`specperf.store.baselines.load_history`,
     any order; a copy of the baseline itself is skipped). The newest ones of the same
-    hardware id, profile hash and vLLM version, whose case has the same server config,
+    hardware id, profile hash, vLLM version, prompts and model revisions
+    (:func:`specperf.analysis.samples.kept_runs`), whose case has the same server config,
     join the baseline up to ``rules.baseline_runs`` runs per case (:func:`compare_cases`).
 
     ``rules`` default to the ones the run recorded (``RunResult.compare_rules``: its

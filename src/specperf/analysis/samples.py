@@ -69,8 +69,9 @@ def by_start(case: CaseResult) -> list[CaseResult]:
 
 def kept_runs(baseline: RunResult | Baseline,
               history: Sequence[RunResult | Baseline]) -> list[RunResult | Baseline]:
-    """The kept runs that may join the baseline: same hardware id, profile hash and vLLM
-    version, not the baseline itself; newest first. (A run kept before an accepted upgrade
+    """The kept runs that may join the baseline: same hardware id, profile hash, vLLM
+    version, prompts and model revisions (where both record them), not the baseline
+    itself; newest first. (A run kept before an accepted upgrade
     measured another engine: pooling it would count the upgrade's shift as restart
     noise.)"""
     bp = baseline.provenance
@@ -79,12 +80,18 @@ def kept_runs(baseline: RunResult | Baseline,
             if kept.provenance != bp
             and (kept.provenance.hardware_id, kept.provenance.profile_hash,
                  kept.provenance.vllm_version) == same
-            and _same_prompts(kept.provenance, bp)]
+            and _same_prompts(kept.provenance, bp) and _same_models(kept.provenance, bp)]
 
 
 def _same_prompts(a: Provenance, b: Provenance) -> bool:
     """Unknown (a run file from before prompts were hashed) matches anything."""
     return a.prompts_hash is None or b.prompts_hash is None or a.prompts_hash == b.prompts_hash
+
+
+def _same_models(a: Provenance, b: Provenance) -> bool:
+    """Other model revisions are other weights, as another vLLM is another engine: not
+    restart noise. None recorded (a run file from before they were) matches anything."""
+    return not a.model_revisions or not b.model_revisions or a.model_revisions == b.model_revisions
 
 
 def earlier_runs(base: CaseResult, baseline: RunResult | Baseline,

@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specperf.config.profile import Profile, ShareGPTWorkload, SyntheticWorkload
+from specperf.engine.prompt_fit import PromptFit, prompt_fit
 from specperf.engine.tiny import synthetic_text
 
 
@@ -29,7 +31,12 @@ def synthetic_prompts(workload: SyntheticWorkload) -> list[str]:
     ]
 
 
-def sharegpt_prompts(workload: ShareGPTWorkload, path: Path) -> list[str]:
+def sharegpt_prompts(workload: ShareGPTWorkload, path: Path,
+                     fit: PromptFit | None = None) -> list[str]:
+    """The workload's prompts of a ShareGPT-format file: the first human turns of at most
+    ``max_input_chars``, shuffled by the seed, the first ``num_prompts`` of them — with
+    ``fit``, the first ``num_prompts`` that fit the served context by tokens
+    (:meth:`PromptFit.select`: the same prompts where none of them was too long)."""
     if not path.exists():
         raise DatasetError(
             f"{path}: ShareGPT dataset not found — set workload.path in the profile, "
@@ -56,6 +63,8 @@ def sharegpt_prompts(workload: ShareGPTWorkload, path: Path) -> list[str]:
         raise DatasetError(f"{path}: no usable conversations (need conversations[0].value)")
     rng = random.Random(workload.seed)
     rng.shuffle(prompts)
+    if fit is not None:
+        return fit.select(prompts, workload.num_prompts)
     return prompts[: workload.num_prompts]
 
 
@@ -68,7 +77,14 @@ def prompts_digest(prompts: list[str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def load_prompts(profile: Profile, dataset_override: str | None = None) -> list[str]:
+def load_prompts(profile: Profile, dataset_override: str | None = None, *,
+                 models_cache: Path | None = None,
+                 say: Callable[[str], None] | None = None) -> list[str]:
+    """The run's prompts. A ShareGPT workload's are selected so that each prompt's tokens
+    plus ``max_tokens`` fit every matrix server's max_model_len
+    (:mod:`specperf.engine.prompt_fit`; ``models_cache``: where the generated tiny models
+    are, for their tokenizer); ``say`` hears what was left out, or why tokens could not be
+    counted (prompts are then selected by characters)."""
     w = profile.workload
     if isinstance(w, SyntheticWorkload):
         return synthetic_prompts(w)
@@ -93,7 +109,12 @@ def load_prompts(profile: Profile, dataset_override: str | None = None) -> list[
             f"{path}: ShareGPT dataset not found ({origin}) — {fix}; datasets are never "
             "downloaded during a run (`specperf fetch-sharegpt DIR` fetches ShareGPT)"
         )
-    return sharegpt_prompts(w, path)
+    fit, why = prompt_fit(profile, models_cache)
+    prompts = sharegpt_prompts(w, path, fit)
+    line = why if fit is None else fit.report()
+    if line and say is not None:
+        say(f"specperf: {line}")
+    return prompts
 
 
 # --- category-tagged prompts ([scenarios.categories]) ---------------------------------

@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from specperf.store.hf_cache import hub_cache_dir
+
 __all__ = [
     "DEFAULT_MIN_OVERLAP",
     "VocabReport",
@@ -107,26 +109,6 @@ def _hub_cached_tokenizer_json(ref: str, cache_dir: Path | None) -> Path | None:
     except Exception:  # noqa: BLE001 - not a valid repo id, unreadable cache, ...
         return None
     return Path(found) if isinstance(found, str) else None
-
-
-def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
-    """The Hugging Face hub cache a process with environment ``env`` would use.
-
-    ``None`` (the default) means this process's own (``huggingface_hub.constants``).
-    """
-    if env is None:
-        try:
-            from huggingface_hub import constants
-        except ImportError:  # pragma: no cover - comes with transformers
-            return None
-        return Path(constants.HF_HUB_CACHE)
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    xdg = env.get("XDG_CACHE_HOME")
-    root = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return root / "huggingface" / "hub"
 
 
 def _hub_repo_cached(ref: str, cache_dir: Path | None) -> bool | None:

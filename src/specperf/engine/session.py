@@ -64,6 +64,7 @@ from specperf.schemas import (
     TimeScenarioResults,
     utcnow,
 )
+from specperf.store.hf_cache import model_revisions
 from specperf.store.provenance import collect_provenance
 
 if TYPE_CHECKING:
@@ -239,6 +240,11 @@ class PerfSession:
         self.say(f"specperf: profile {self.profile.name} ({self.profile.source}), run dir "
                  f"{self.options.run_dir}")
         self.say(f"specperf: {self.baselines.note}")
+        revisions = self.get_provenance().model_revisions
+        if revisions:
+            self.say("specperf: hub models: " + ", ".join(
+                f"{m} at {r}" for m, r in revisions.items()) + " (the profile's pin, else "
+                "the local hub cache's refs/main; docs/profiles.md)")
         self.view.set_cases_total(self.plan.cases_total)
         self.check_options()
         self.lock_machine()
@@ -300,7 +306,8 @@ class PerfSession:
 
     def prompts(self) -> list[str]:
         if self._prompts is None:
-            self._prompts = load_prompts(self.profile, self.options.dataset)
+            self._prompts = load_prompts(self.profile, self.options.dataset,
+                                         models_cache=self.options.models_cache, say=self.say)
         return self._prompts
 
     # -- measuring and checking ---------------------------------------------------
@@ -413,8 +420,12 @@ class PerfSession:
         return run_assembly.scenario_results(self._built("scenarios"))
 
     def run_result(self) -> RunResult:
+        # Read again now: on a run that is not offline, a server's start may have fetched
+        # an unpinned model's main and moved refs/main since the run began.
+        provenance = self.get_provenance().model_copy(
+            update={"model_revisions": model_revisions(self.profile)})
         return run_assembly.assemble_run(
-            self.get_provenance(), run_dir=self.options.run_dir, started_at=self.started_at,
+            provenance, run_dir=self.options.run_dir, started_at=self.started_at,
             checks=self.checks, configs=self.plan.ordered_configs(),
             measurer=self._built("measurer"), pool=self._built("pool"),
             scenarios=self._built("scenarios"), baselines=self.baselines,

@@ -669,7 +669,8 @@ def agreement_for_profile(
     if prime is None:
         prime = "--no-enable-prefix-caching" not in serve_args
     # The server as the perf suite starts it (tiny models, preflight, log under run_dir).
-    pool = ServerPool(prof, run_dir, models_cache or rootdir / ".specperf" / "models", say=say)
+    models = models_cache or rootdir / ".specperf" / "models"
+    pool = ServerPool(prof, run_dir, models, say=say)
     try:
         version = None
         if base_url is None:
@@ -679,7 +680,8 @@ def agreement_for_profile(
             version = server.version
         assert model is not None
         return measure_agreement(
-            base_url, model, load_prompts(prof, dataset), prof.sampling, concurrency,
+            base_url, model, load_prompts(prof, dataset, models_cache=models, say=say),
+            prof.sampling, concurrency,
             n_requests or prof.load.requests_at(concurrency), run_dir / "agreement",
             rounds=rounds,
             warmup_requests=prof.load.warmup_requests if warmup_requests is None

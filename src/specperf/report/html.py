@@ -118,6 +118,9 @@ def _prov_rows(p: Provenance) -> list[tuple[str, str]]:
         ("date", f"{p.date:%Y-%m-%d %H:%M:%S %Z}".strip()),
         ("git commit", p.git_commit or "—"),
     ]
+    if p.model_revisions:  # hub models only: a run of generated models shows as before
+        rows.append(("model revisions", ", ".join(f"{m} at {r}" for m, r in
+                                                  sorted(p.model_revisions.items()))))
     return rows
 
 

@@ -9,7 +9,7 @@ and report treat like any other run. It refuses what would make the merged file 
 * runs of different profiles, or of one profile at different hashes (the matrix
   changed between shards);
 * runs on different hardware ids (figures from an A100 and an H100 are not one run);
-* runs of different vLLM versions or run-file schema versions;
+* runs of different vLLM versions, model revisions or run-file schema versions;
 * runs judged with different comparison rules (the profile's ``[compare]`` table changed
   between shards): the merged run records the rules ``specperf compare`` applies.
 
@@ -54,6 +54,9 @@ def merge_runs(runs: list[RunResult], names: Sequence[str] | None = None) -> Run
         ("provenance.prompts_hash", lambda r: r.provenance.prompts_hash),
         ("provenance.hardware_id", lambda r: r.provenance.hardware_id),
         ("provenance.vllm_version", lambda r: r.provenance.vllm_version),
+        # Each shard's runner fetched the models itself: a main that moved between them
+        # makes two runs of other weights, not one.
+        ("provenance.model_revisions", lambda r: r.provenance.model_revisions),
         # Not in the profile hash (rules change no measurement), but the merged run
         # carries one rule set for `specperf compare`: shards must have been judged alike.
         # (None, a run file from before rules were recorded, means the defaults.)

@@ -17,6 +17,7 @@ from pathlib import Path
 from specperf import __version__
 from specperf.config.profile import Profile
 from specperf.schemas import Provenance
+from specperf.store.hf_cache import model_revisions
 
 
 def _slug(text: str) -> str:
@@ -246,4 +247,5 @@ def collect_provenance(profile: Profile, vllm_version: str | None = None,
         git_commit=git_commit(cwd),
         profile_name=profile.name,
         profile_hash=profile.hash(),
+        model_revisions=model_revisions(profile),
     )

@@ -428,7 +428,15 @@ def test_kept_runs_of_other_hardware_profile_or_config_are_not_pooled() -> None:
     other_prompts = ok.model_copy(update={"provenance": ok.provenance.model_copy(
         update={"prompts_hash": "2" * 16, "date": ok.provenance.date.replace(day=28)})})
     assert ok.provenance.prompts_hash is None
-    kept = [other_hw, other_profile, other_config, other_vllm, ok, other_prompts, base]
+    # Nor one that served other model revisions (#53); one that recorded none is.
+    base = base.model_copy(update={"provenance": base.provenance.model_copy(
+        update={"model_revisions": {"org/target": "a" * 40}})})
+    other_models = ok.model_copy(update={"provenance": ok.provenance.model_copy(
+        update={"model_revisions": {"org/target": "b" * 40},
+                "date": ok.provenance.date.replace(day=27)})})
+    assert ok.provenance.model_revisions == {}
+    kept = [other_hw, other_profile, other_config, other_vllm, ok, other_prompts, other_models,
+            base]
     for case in base.cases:
         assert earlier_runs(case, base, kept) == [ok.case(case.case)]
     cmp = compare_runs(_kept_runs([1.0])[0], base, history=kept)

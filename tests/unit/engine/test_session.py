@@ -537,3 +537,29 @@ def test_a_mig_run_takes_the_gpu_lock(tmp_path: Path, monkeypatch: pytest.Monkey
     finally:
         ps.stop_all()
     assert lock.read_text() == ""
+
+
+def test_the_model_revisions_are_said_at_the_start_and_read_again_for_the_run_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that is not offline lets vLLM fetch an unpinned model at its first start:
+    unknown when the run begins, the commit refs/main names when the run file is written."""
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    profile = tmp_path / "hub.toml"
+    profile.write_text('name = "hub"\ntarget = "org/target"\nconcurrencies = [1]\n'
+                       '[[server_configs]]\nid = "nospec"\n')
+    said: list[str] = []
+    ps = PerfSession(options=PerfOptions(
+        profile=str(profile), rootdir=REPO, run_dir=tmp_path / "run", json_path=None,
+        baselines_dir=tmp_path / "baselines", update_baselines=False, force=False,
+        repeats=None, dataset=None, models_cache=tmp_path / "models"), say=said.append)
+    ps.begin()
+    assert ps.get_provenance().model_revisions == {"org/target": "unknown"}
+    assert "specperf: hub models: org/target at unknown (the profile's pin, else the local " \
+           "hub cache's refs/main; docs/profiles.md)" in said
+    # What huggingface_hub leaves after a server's start downloaded main.
+    root = cache / "models--org--target"
+    (root / "snapshots" / ("a" * 40)).mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text("a" * 40)
+    assert ps.run_result().provenance.model_revisions == {"org/target": "a" * 40}

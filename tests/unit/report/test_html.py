@@ -179,3 +179,11 @@ def test_html_embeds_the_paired_tpot_gain_chart() -> None:
     charts = page[page.index("<h2>Charts</h2>"):]
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', charts)) == 6
     assert 'alt="Paired TPOT gain vs no-spec (same run)"' in charts
+
+
+def test_html_lists_the_model_revisions_a_run_served(real: RunResult) -> None:
+    assert "model revisions" not in render_html(real, plots={}, make_plots=False)
+    hub = real.model_copy(update={"provenance": real.provenance.model_copy(
+        update={"model_revisions": {"Qwen/Qwen3-32B": "a" * 40, "Qwen/Qwen3-0.6B": "unknown"}})})
+    page = render_html(hub, plots={}, make_plots=False)
+    assert f"<dt>model revisions</dt><dd>Qwen/Qwen3-0.6B at unknown, Qwen/Qwen3-32B at {'a' * 40}" in page

@@ -11,9 +11,10 @@ from collections import Counter
 
 from specperf.analysis.judge.models import RunComparison
 from specperf.analysis.stats import Verdict
-from specperf.schemas import Case, CompareRules, Provenance
+from specperf.schemas import UNKNOWN_REVISION, Case, CompareRules, Provenance
 
-__all__ = ["RECORD_HINT", "add_run_notes", "provenance_notes", "provenance_refusals"]
+__all__ = ["RECORD_HINT", "add_run_notes", "model_revision_note", "provenance_notes",
+           "provenance_refusals"]
 
 RECORD_HINT = (
     "record a new baseline on this machine with `nox -s perf -- --perf-profile {profile} "
@@ -56,11 +57,54 @@ def provenance_notes(run: Provenance, base: Provenance) -> list[str]:
         notes.append(f"torch {base.torch_version} (baseline) → {run.torch_version} (run)")
     if run.driver_version != base.driver_version and run.driver_version and base.driver_version:
         notes.append(f"driver {base.driver_version} (baseline) → {run.driver_version} (run)")
+    models = model_revision_note(run, base)
+    if models:
+        notes.append(models)
     if base.provisional:
         notes.append(f"the baseline is provisional: {base.provisional}")
     if run.provisional:
         notes.append(f"the run is provisional: {run.provisional}")
     return notes
+
+
+def _short(rev: str) -> str:
+    return rev[:12] if len(rev) == 40 else rev
+
+
+def model_revision_note(run: Provenance, base: Provenance) -> str | None:
+    """What differs in the model revisions of the two sides. A note, as a vLLM version
+    change is, never a refusal: a changed pin already changes the profile hash, so what
+    is left is an unpinned model the hub moved, which may move acceptance and speed or
+    nothing. An "unknown" revision, or a side that records none (a file from before they
+    were recorded), cannot say whether the weights are the same, and says so."""
+    was, now = base.model_revisions, run.model_revisions
+    if was == now and UNKNOWN_REVISION not in was.values():
+        return None
+    if not was or not now:
+        side, other, revs = ("baseline", "run", now) if not was else ("run", "baseline", was)
+        shown = ", ".join(f"{m} at {_short(r)}" for m, r in sorted(revs.items()))
+        return (f"model revisions: the {side} records none (recorded before specperf kept "
+                f"them, or it served no hub model), the {other} served {shown}; whether "
+                "the weights are the same is not known")
+    differ, unknown = [], []
+    for model in sorted(set(was) | set(now)):
+        a, b = was.get(model), now.get(model)
+        pair = (f"{model} {_short(a) if a else 'not loaded'} (baseline) → "
+                f"{_short(b) if b else 'not loaded'} (run)")
+        if UNKNOWN_REVISION in (a, b):
+            unknown.append(pair)
+        elif a != b:
+            differ.append(pair)
+    parts = []
+    if differ:
+        parts.append("model revisions differ: " + "; ".join(differ) + " — a model the "
+                     "profile does not pin moved on the hub (pin it with `revision`: "
+                     "docs/profiles.md); other weights may move acceptance and speed")
+    if unknown:
+        parts.append("model revision not known: " + "; ".join(unknown) + " — whether the "
+                     "weights are the same cannot be told (scripts/download_models.py "
+                     "records the commit in the hub cache)")
+    return "; ".join(parts) or None
 
 
 def add_run_notes(result: RunComparison, rules: CompareRules, *, per_request: bool) -> None:
@@ -132,8 +176,9 @@ def _machine_moved(result: RunComparison, run: Provenance, base: Provenance,
     than when its baseline was kept, hours before). The verdicts stay what the numbers say;
     the note tells the reader that this run's other absolute timing changes may be the
     machine's too, and which figures are not."""
-    if run.vllm_version != base.vllm_version or run.torch_version != base.torch_version:
-        return None  # an upgrade may move no-spec itself
+    if (run.vllm_version != base.vllm_version or run.torch_version != base.torch_version
+            or model_revision_note(run, base) is not None):
+        return None  # an upgrade (or other weights) may move no-spec itself
     tpot = rules.rule("tpot").name
     moves = [(cc.case, c) for cc in result.cases if cc.method is None and not cc.busy
              for c in cc.comparisons if c.metric == tpot

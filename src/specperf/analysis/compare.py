@@ -3,8 +3,9 @@
 verdict is :mod:`specperf.analysis.judge`.
 
 ``compare_runs(run, baseline)`` returns a :class:`RunComparison`; every renderer (console,
-markdown, HTML) views that object, and ``RunComparison.exit_code`` is what
-``specperf compare`` exits with (the one exit table: docs/how-a-run-works.md).
+markdown, HTML) views that object, and what ``specperf compare`` exits with is
+:func:`specperf.analysis.judge.exit_status.run_exit_status` of the run's checks and it
+(the one exit table: :mod:`specperf.config.exits`).
 Either side may be a :class:`~specperf.schemas.RunResult` or a
 :class:`~specperf.schemas.Baseline` (a baseline is a run that was kept).
 

@@ -110,7 +110,7 @@ def _code_name(name: str) -> bool | None:
 def _repo_names() -> frozenset[str]:
     """The name of every file and directory in the repository (dirs with a trailing /)."""
     names: set[str] = set()
-    for root, dirs, files in os.walk(REPO_ROOT):
+    for _root, dirs, files in os.walk(REPO_ROOT):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
         names.update(f"{d}/" for d in dirs)
         names.update(files)

@@ -429,7 +429,8 @@ def bisect(session: nox.Session) -> None:
     The releases between V1 and V2 come from the registry; each step is an upgrade A/B of
     one release against V1 (`python -m specperf.lab.bisect`, its docstring has the search).
     Each release's venv (the release + specperf) is made once under SPECPERF_CACHE_DIR and
-    reused. Exit 0 a first bad release found, 3 no release differs, 6 inconclusive.
+    reused. Exit codes: specperf.lab.bisect's docstring (specperf.config.exits' OK,
+    NO_DIFFERENCE, INCONCLUSIVE, BAD_INPUT).
     """
     args = list(session.posargs)
     extra = _pop_option(args, "--vllm-extra") or ("gpu" if _has_gpu() else "cpu")

@@ -3,8 +3,9 @@
 verdict is :mod:`specperf.analysis.judge`.
 
 ``compare_runs(run, baseline)`` returns a :class:`RunComparison`; every renderer (console,
-markdown, HTML) views that object, and ``RunComparison.exit_code`` is what
-``specperf compare`` exits with (the one exit table: docs/how-a-run-works.md).
+markdown, HTML) views that object, and what ``specperf compare`` exits with is
+:func:`specperf.analysis.judge.exit_status.run_exit_status` of the run's checks and it
+(the one exit table: :mod:`specperf.config.exits`).
 Either side may be a :class:`~specperf.schemas.RunResult` or a
 :class:`~specperf.schemas.Baseline` (a baseline is a run that was kept).
 
@@ -17,8 +18,9 @@ What this module decides, each explained once in docs/statistics.md:
 * the between-run spread of the kept runs that widens the interval (the kept runs
   themselves are gathered with the rest of a case's evidence:
   :class:`specperf.analysis.judge.Against`);
-* a case measured on more than one server start (fresh-server confirmation) is decided
-  by :func:`replicated`;
+* a case measured on more than one server start (fresh-server confirmation) is compared
+  start by start (:func:`specperf.analysis.judge.fresh_start.replicated`; the hold it
+  gives is a rule);
 * refusals: another hardware id, profile hash or prompts hash refuses the whole run, a
   changed server config its cases; ``force=True`` turns refusals into notes
   (:mod:`specperf.analysis.judge.run_notes` holds them and the run's notes).
@@ -44,6 +46,7 @@ from specperf.analysis.budget import summary_budget, throughput_budget
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
 from specperf.analysis.judge.evidence import Against, Evidence, side_labels
 from specperf.analysis.judge.follow_up import flagged_metrics, inconclusive_metrics
+from specperf.analysis.judge.fresh_start import replicated
 from specperf.analysis.judge.machine_reference import (
     BesideReference,
     reference_change,
@@ -66,7 +69,7 @@ from specperf.analysis.outside_load import busy_reason, comparison_note
 from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trials_for_shift
 from specperf.analysis.samples import by_start, earlier_runs, kept_runs, per_request, per_trial
 from specperf.analysis.spread import KeptSpreads, Spread, own_spread, spread_args
-from specperf.analysis.stats import Comparison, compare_samples, replicated
+from specperf.analysis.stats import Comparison, compare_samples
 from specperf.config.rules import RELATIVE_TPOT
 from specperf.schemas import (
     DEFAULT_BUDGETS,
@@ -312,7 +315,8 @@ def _trial_comparison(runs: Sequence[CaseResult], cur: CaseResult, key: str,
     """One metric on per-trial values: the kept baseline runs' trials pooled, the
     interval widened by the spread between those runs, and what these trials can catch
     (MetricDetail.detectable / trials_needed). Each run's values are computed once. A
-    case measured on more than one server start is decided by :func:`replicated`."""
+    case measured on more than one server start is compared start by start
+    (:func:`specperf.analysis.judge.fresh_start.replicated`)."""
     statistic: Literal["median", "mean"] = (
         rule.statistic if rule.statistic in ("median", "mean") else fallback)  # type: ignore[assignment]
     base_runs = [per_trial(run, key) for run in runs]

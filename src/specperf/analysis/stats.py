@@ -44,7 +44,6 @@ __all__ = [
     "moderated_spreads",
     "ratio_ci",
     "compare_samples",
-    "replicated",
     "widen_ci",
 ]
 
@@ -98,6 +97,12 @@ class Comparison(BaseModel):
         description="the hold rule (specperf.analysis.judge.HOLD_RULES, by name) that made this "
                     "comparison INCONCLUSIVE although its numbers alone said REGRESSION; None "
                     "when the numbers decided",
+    )
+    starts: tuple[Verdict, ...] = Field(
+        default=(), exclude=True,
+        description="each server start's verdict, compared alone, when the case was measured "
+                    "on more than one (specperf.analysis.judge.fresh_start.replicated); not "
+                    "written: the reason tells them",
     )
 
     @property
@@ -274,27 +279,6 @@ def compare_samples(
         ) + _between_note(between_run_sd, baseline_runs, current_runs, spread_df,
                           spread_cases),
     )
-
-
-def replicated(pooled: Comparison, starts: Sequence[Comparison]) -> Comparison:
-    """The verdict of a case measured on several server starts (a fresh-server
-    confirmation): a REGRESSION stands only when every start, compared alone with the
-    baseline, shows it. One start's own offset (measured: docs/validation.md) then cannot
-    pass for a change of vLLM, while a real change shows on every start. The ratio and
-    interval shown are the pooled samples'; when the starts disagree and the pooled samples
-    or a start would regress, the verdict is INCONCLUSIVE."""
-    verdicts = [s.verdict for s in starts]
-    each = ", ".join(f"start {i + 1} {s.verdict.value} ({s.ratio:.3f})"
-                     for i, s in enumerate(starts))
-    regression = Verdict.REGRESSION
-    if verdicts and all(v is regression for v in verdicts):
-        verdict, why = regression, f"confirmed on {len(starts)} server starts: {each}"
-    elif pooled.verdict is regression or regression in verdicts:
-        verdict, why = Verdict.INCONCLUSIVE, f"not confirmed on a fresh server: {each}"
-    else:
-        verdict, why = pooled.verdict, f"server starts: {each}"
-    return pooled.model_copy(update={"verdict": verdict,
-                                     "reason": pooled.reason.rstrip(".") + f"; {why}."})
 
 
 def _between_note(between_run_sd: float, baseline_runs: int, current_runs: int = 1,

@@ -18,10 +18,11 @@ on a busy machine is BUSY ("not measured: machine busy …") whatever its number
 other processes slow a trial down exactly as a regression would, and speed it up never.
 Acceptance is counted exactly and judged regardless.
 
-Exit statuses (a pytest run and ``specperf compare`` alike; documented in
-docs/how-a-run-works.md): 0 every check passed (or had nothing to judge against), 1 a
-check FAILED, 6 nothing failed but something is INCONCLUSIVE, 7 nothing failed but the
-machine was busy for some timing checks (7 wins over 6: the cure is a quiet machine).
+Exit statuses (a pytest run and ``specperf compare`` alike; the numbers are
+specperf.config.exits'): OK every check passed (or had nothing to judge against), FAILED
+a check failed, INCONCLUSIVE nothing failed but something is, BUSY nothing failed but the
+machine was busy for some timing checks (BUSY wins over INCONCLUSIVE: the cure is a quiet
+machine).
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ from specperf.config.exits import Exit
 from specperf.schemas import Outcome
 
 __all__ = [
-    "EXIT_BUSY",
-    "EXIT_FAILED",
-    "EXIT_INCONCLUSIVE",
-    "EXIT_PASSED",
     "OUTCOME_ORDER",
     "TIMING_METRIC_KEYS",
     "exit_status",
@@ -46,12 +43,6 @@ __all__ = [
     "outcomes_line",
     "worst",
 ]
-
-# The numbers are the product's one table (specperf.config.exits).
-EXIT_PASSED = Exit.OK
-EXIT_FAILED = Exit.FAILED
-EXIT_INCONCLUSIVE = Exit.INCONCLUSIVE
-EXIT_BUSY = Exit.BUSY
 
 #: Metric keys (MetricDetail.key, rules.METRIC_KEYS) whose numbers a busy machine distorts.
 TIMING_METRIC_KEYS = frozenset({"ttft", "tpot", "e2e", "output_throughput", "tpot_gain",
@@ -91,12 +82,12 @@ def worst(outcomes: Iterable[str]) -> Outcome | None:
 def exit_status(outcomes: Iterable[str]) -> Exit:
     n = Counter(outcomes)
     if n["fail"]:
-        return EXIT_FAILED
+        return Exit.FAILED
     if n["busy"]:
-        return EXIT_BUSY
+        return Exit.BUSY
     if n["inconclusive"]:
-        return EXIT_INCONCLUSIVE
-    return EXIT_PASSED
+        return Exit.INCONCLUSIVE
+    return Exit.OK
 
 
 def outcome_counts(outcomes: Iterable[str]) -> dict[str, int]:

@@ -9,13 +9,13 @@
     specperf issues COMPARE.json [--repo OWNER/NAME] [--dry-run]
     specperf model | advise | power | merge | promote | fetch-nightlies | fetch-sharegpt ...
 
-Exit codes: 0 fine; 1 ``compare`` found a regression (``check``: a config the vLLM
-would refuse); 2 bad input (unreadable, truncated or invalid file, or a baseline that does
-not compare: other hardware or profile); 3 ``promote`` refused (the runs disagree); 130
-interrupted.
+Exit codes: each command's ``--help`` lists its own (its module's ``EXITS`` and
+:data:`EVERY_COMMAND`), ``specperf --help`` every one, both from
+:mod:`specperf.config.exits`, the one table (docs/how-a-run-works.md, "Exit statuses").
 
 One module per command, each with ``add_parser(subparsers) -> ArgumentParser`` and
-``run(args) -> int`` (the exit code). :data:`COMMANDS` lists them in the order
+``run(args) -> int`` (the exit code), and ``EXITS``, the codes ``run`` returns.
+:data:`COMMANDS` lists them in the order
 `specperf --help` shows them; adding a command means writing its module, adding it there
 and to docs/commands.md. Options several commands take (``--json``, ``--history``,
 ``--width``, ``-v``) and reading input files live in :mod:`specperf.cli.options`.
@@ -46,12 +46,10 @@ from specperf.cli import (
     schema,
     show,
 )
-from specperf.cli.options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
-from specperf.config.exits import legacy
+from specperf.config.exits import Exit, epilog, legacy
 from specperf.config.settings import legacy_exit_codes
 
-__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION",
-           "build_parser", "main"]
+__all__ = ["COMMANDS", "EVERY_COMMAND", "build_parser", "command_exits", "main"]
 
 #: Every `specperf` command, in the order `specperf --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (
@@ -59,14 +57,29 @@ COMMANDS: tuple[ModuleType, ...] = (
     fetch_nightlies, fetch_sharegpt, fetch_specbench, issues,
 )
 
+#: What any command may exit with besides its own ``EXITS``: 2 for an option argparse
+#: refuses (its ``error()`` exits 2), 130 when interrupted (:func:`main`).
+EVERY_COMMAND: tuple[Exit, ...] = (Exit.BAD_INPUT, Exit.INTERRUPTED)
+
+
+def command_exits(command: ModuleType) -> list[Exit]:
+    """Every code ``command`` can exit with, in order: its ``EXITS`` and
+    :data:`EVERY_COMMAND`."""
+    return sorted({*command.EXITS, *EVERY_COMMAND})
+
 
 def _register(sub: argparse._SubParsersAction, command: ModuleType) -> None:  # type: ignore[type-arg]
     for name in ("add_parser", "run"):
         if not callable(getattr(command, name, None)):
             raise TypeError(f"{command.__name__} is listed in specperf.cli.COMMANDS but "
                             f"defines no {name}(); a command module defines add_parser("
-                            "subparsers) and run(args)")
-    command.add_parser(sub).set_defaults(func=command.run)
+                            "subparsers), run(args) and EXITS")
+    if not isinstance(getattr(command, "EXITS", None), tuple):
+        raise TypeError(f"{command.__name__} defines no EXITS, the exit codes its run() "
+                        "returns (specperf.config.exits)")
+    parser = command.add_parser(sub)
+    parser.epilog = epilog(command_exits(command))
+    parser.set_defaults(func=command.run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,17 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Review specperf runs and baselines (no vLLM needed): compare, report, "
                     "show, schema; check profiles against a vLLM release; and the plug-in "
                     "commands.",
-        epilog="Exit codes (one table for every command and the pytest run; "
-               "docs/how-a-run-works.md): 0 ok, 1 a check failed, 2 bad input or comparison "
-               "refused, 3 internal error, 6 inconclusive, 7 machine busy, 8 download failed, "
-               "9 promote refused, 11 a profile vLLM would refuse (check), 14 a night that does "
-               "not fit (plan), 130 interrupted. "
-               "SPECPERF_LEGACY_EXIT_CODES=1: the old numbers, for one release.",
     )
     parser.add_argument("--version", action="version", version=f"specperf {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         _register(sub, command)
+    parser.epilog = (epilog({code for command in COMMANDS for code in command_exits(command)})
+                     + "\nSPECPERF_LEGACY_EXIT_CODES=1: the old numbers, for one release.")
     return parser
 
 
@@ -99,7 +108,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return Exit.INTERRUPTED
     except BrokenPipeError:  # `specperf show run.json | head`
-        return EXIT_OK
+        return Exit.OK
 

@@ -23,11 +23,16 @@ from specperf.analysis.advice import advise
 from specperf.analysis.compare import as_run, compare_runs
 from specperf.analysis.overhead_regression import DEFAULT_ACCEPTANCE_TOLERANCE, DEFAULT_TOLERANCE
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.report.advice import advice_console
 
 PROG = "specperf advise"
 #: Columns of the tables when stdout is not a terminal and COLUMNS is unset.
 PIPED_WIDTH = 150
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -92,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
                             "with this baseline was refused (`specperf compare` says why)")
     if args.json:
         sys.stdout.write(advice.model_dump_json(indent=2) + "\n")
-        return options.EXIT_OK
+        return Exit.OK
     console = options.stdout_console(PIPED_WIDTH)
     head = f"advice for {args.run}"
     if advice.profile_name:
         head += f" (profile {advice.profile_name}, {advice.hardware}, vLLM {advice.vllm_version})"
     console.print(head)
     console.print(advice_console(advice))
-    return options.EXIT_OK
+    return Exit.OK

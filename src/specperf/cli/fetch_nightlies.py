@@ -13,6 +13,7 @@ from typing import Any
 
 from specperf.cli import options
 from specperf.config import settings
+from specperf.config.exits import Exit
 from specperf.store.files import atomic_write_text
 from specperf.store.github_artifacts import RECORD_NAME, GitHubError, fetch_nightlies
 from specperf.store.night_history import previous_night, scheduled_runs
@@ -21,8 +22,10 @@ PROG = "specperf fetch-nightlies"
 #: Where a night that finds the previous one missing, cancelled or failed says so (one
 #: line; absent when the previous night ran and succeeded): nightly-report.sh shows it.
 GAP_NAME = "previous-night.txt"
-#: Exit status when GitHub could not be asked (as fetch-sharegpt's failed download).
-EXIT_FETCH_FAILED = options.EXIT_FETCH_FAILED
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.FETCH_FAILED)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -38,9 +41,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "the commit the run checked out; the rest are refused, each with its "
                     "reasons, and DIR/nightlies.json records what was kept and refused. Files "
                     "already in DIR are kept (a refused run's are removed). Which of them a "
-                    "run pools is decided by `compare --kept-runs DIR`. Exit 0 (also when "
-                    f"some were refused); {int(EXIT_FETCH_FAILED)} when GitHub could not be "
-                    f"asked; {int(options.EXIT_BAD_INPUT)} on a bad option.")
+                    "run pools is decided by `compare --kept-runs DIR`. Refused runs do not "
+                    "fail the command; GitHub that could not be asked is a failed download.")
     p.add_argument("out", metavar="DIR", help="where the run files go (created if missing)")
     p.add_argument("--repo", default=None,
                    help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                                 say=lambda line: print(line, file=sys.stderr))
     except GitHubError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return EXIT_FETCH_FAILED
+        return Exit.FETCH_FAILED
     except OSError as exc:
         raise options.BadInput(f"{out}: cannot write the run files: {exc.strerror or exc} — "
                                "give a writable directory") from None
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     refused = f"; {len(found.refused)} run(s) refused" if found.refused else ""
     print(f"{len(found.kept)} nightly run file(s) in {out}{refused} "
           f"(record: {out / RECORD_NAME})")
-    return options.EXIT_OK
+    return Exit.OK
 
 
 def _say_previous_night(repo: str, args: argparse.Namespace, env: settings.Settings,

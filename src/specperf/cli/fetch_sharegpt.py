@@ -1,8 +1,8 @@
 """``specperf fetch-sharegpt DIR``: download the ShareGPT dataset the GPU profiles read.
 
 The download itself (atomic, verified, offline-safe) is specperf.engine.sharegpt_fetch;
-its docstring is this command's --help description. Exit 1 when the download fails (the
-message says why and what to do), 0 when the file is there.
+its docstring is this command's --help description. A download that fails exits
+``Exit.FETCH_FAILED`` (the message says why and what to do), OK when the file is there.
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ from typing import Any
 
 from specperf.cli import options
 from specperf.config import settings
+from specperf.config.exits import Exit
 from specperf.engine import sharegpt_fetch
 
-#: Exit code of a download that did not produce the file (not bad input: the network).
-EXIT_FETCH_FAILED = options.EXIT_FETCH_FAILED
 #: Progress is printed every this many MB.
 PROGRESS_EVERY_MB = 50
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.FETCH_FAILED)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

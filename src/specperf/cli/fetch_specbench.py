@@ -2,8 +2,8 @@
 the GPU profiles' categories scenario reads.
 
 The download itself (atomic, verified, offline-safe) is specperf.engine.specbench_fetch;
-its docstring is this command's --help description. Exit 1 when the download fails (the
-message says why and what to do), 0 when the file is there.
+its docstring is this command's --help description. A download that fails exits
+``Exit.FETCH_FAILED`` (the message says why and what to do), OK when the file is there.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import argparse
 from typing import Any
 
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.engine import specbench_fetch
 
-#: Exit code of a download that did not produce the file (not bad input: the network).
-EXIT_FETCH_FAILED = options.EXIT_FETCH_FAILED
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.FETCH_FAILED)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

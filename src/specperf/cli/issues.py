@@ -178,6 +178,10 @@ class GitHubIssues:
             return f"closed #{action.number} {action.title}"
         return f"kept #{action.number} {action.title}: {action.why}"
 
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.ISSUES_PAUSED)
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -186,9 +190,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "for each confirmed regression, update the open one while it lasts, close "
                     "it when the case is back within its limits; at most --cap open ones per "
                     "profile, hardware and branch, the rest in one summary issue. Needs "
-                    "GITHUB_TOKEN with issues: write. Exit 0 "
-                    "done; 12 paused by GitHub's rate limit (rerun: it continues from the "
-                    "--state file); 2 bad input or a request GitHub refused.")
+                    "GITHUB_TOKEN with issues: write. Paused by GitHub's rate limit, a rerun "
+                    "continues from the --state file; a request GitHub refused is bad input.")
     p.add_argument("comparison", help="the comparison JSON (specperf compare --json-out)")
     p.add_argument("--repo", metavar="OWNER/NAME", default=None,
                    help="the repository (default: $GITHUB_REPOSITORY)")
@@ -347,4 +350,4 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:
         state.finished = True
         _save_state(state_path, state)
-    return options.EXIT_OK
+    return Exit.OK

@@ -12,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.schemas import RunResult
 from specperf.store import merge
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -44,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
     except (merge.MergeError, options.BadInput) as exc:
         # The whole message: a refused merge names every run and field that differ.
         print(f"specperf merge: {exc}", file=sys.stderr)
-        return options.EXIT_BAD_INPUT
+        return Exit.BAD_INPUT
     failed = len(merged.failed)
     print(f"{out}: {len(runs)} run(s), {len(merged.cases)} cases, {len(merged.checks)} checks"
           + (f", {failed} failed" if failed else ""))
-    return options.EXIT_OK
+    return Exit.OK
 
 
 def _check_out(out: Path, shards: list[Path], *, force: bool) -> None:

@@ -29,6 +29,7 @@ from rich.text import Text
 from specperf.analysis.costmodel import Prediction, best_k, break_even_acceptance, predict
 from specperf.cli import options
 from specperf.cli.options import BadInput
+from specperf.config.exits import Exit
 
 __all__ = ["add_parser", "run"]
 
@@ -43,6 +44,10 @@ PIPED_WIDTH = 120
 
 
 # --------------------------------------------------------------------------- argparse
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -420,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
             else [p.model_dump(mode="json") for p in preds]
         )
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-        return options.EXIT_OK
+        return Exit.OK
 
     console = options.stdout_console(PIPED_WIDTH)
     if req.mode == "single":
@@ -429,4 +434,4 @@ def run(args: argparse.Namespace) -> int:
         _render_sweep_k(console, preds, req)
     else:
         _render_sweep_acceptance(console, preds, req)
-    return options.EXIT_OK
+    return Exit.OK

@@ -36,18 +36,12 @@ from specperf.store.files import BaselineError, atomic_write_text, load_result, 
 from specperf.store.kept_runs import read_kept_runs
 
 __all__ = [
-    "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "BadInput",
+    "BadInput",
     "add_history", "add_json", "add_json_out", "add_kept_runs", "add_rules_profile",
     "add_verbose", "add_width", "check_outputs", "exits_2_on_bad_input", "history",
     "history_files", "json_out_path", "load", "one_line", "reference", "rules", "same_file",
     "step_summary_output", "stdout_console", "wants_json", "write_output",
 ]
-
-# The product's one table (specperf.config.exits), under the names the commands use.
-EXIT_OK = Exit.OK
-EXIT_REGRESSION = Exit.FAILED
-EXIT_BAD_INPUT = Exit.BAD_INPUT
-EXIT_INTERRUPTED = Exit.INTERRUPTED
 
 Run = Callable[[argparse.Namespace], int]
 
@@ -68,7 +62,7 @@ def exits_2_on_bad_input(prog: str) -> Callable[[Run], Run]:
                 return run(args)
             except BadInput as exc:
                 print(f"{prog}: error: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT
+                return Exit.BAD_INPUT
 
         return wrapped
 
@@ -301,10 +295,6 @@ def step_summary_output(args: argparse.Namespace) -> dict[str, Path]:
 # --------------------------------------------------------------------------- downloads
 
 
-#: Exit code of a download that did not produce the file (not bad input: the network).
-EXIT_FETCH_FAILED = Exit.FETCH_FAILED
-
-
 def add_fetch_arguments(p: argparse.ArgumentParser, fetcher: Any) -> None:
     """The options every ``specperf fetch-*`` command takes; ``fetcher`` is its engine
     module (specperf.engine.sharegpt_fetch, specbench_fetch: FILENAME, URL, URL_ENV)."""
@@ -321,7 +311,8 @@ def add_fetch_arguments(p: argparse.ArgumentParser, fetcher: Any) -> None:
 def run_fetch(args: argparse.Namespace, fetcher: Any, command: str,
               progress: Callable[[int, int | None], None] | None = None) -> int:
     """Download ``fetcher``'s file into ``args.dir`` as ``command`` (its messages name
-    it): the path printed and 0, or the reason and :data:`EXIT_FETCH_FAILED`."""
+    it): the path printed and 0, or the reason and ``Exit.FETCH_FAILED`` (a download that
+    did not produce the file is not bad input: the network)."""
     url = args.url or fetcher.default_url()
     dest = Path(args.dir) / fetcher.FILENAME
     if dest.exists() and not args.force:
@@ -333,6 +324,6 @@ def run_fetch(args: argparse.Namespace, fetcher: Any, command: str,
                              timeout_s=args.timeout, progress=progress)
     except fetcher.FetchError as exc:
         print(f"specperf {command}: {exc}", file=sys.stderr)
-        return EXIT_FETCH_FAILED
+        return Exit.FETCH_FAILED
     print(path)
-    return EXIT_OK
+    return Exit.OK

@@ -18,8 +18,9 @@ trials, or a provisional one's published means — else a stated default; server
 from ``--run`` (a run file's measured starts), else a stated default. Every figure that is
 an estimate says so.
 
-Exit codes: 0 everything fits; 14 a shard over ``--limit-minutes`` or a device over its
-memory (named); 2 bad input.
+Exit codes (``EXITS``; specperf.config.exits): OK when everything fits,
+PLAN_DOES_NOT_FIT for a shard over ``--limit-minutes`` or a device over its memory
+(named), BAD_INPUT for a bad profile, baseline or run file.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ from specperf.store.provenance import detect_hardware
 __all__ = ["add_parser", "run"]
 
 PROG = "specperf plan"
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.PLAN_DOES_NOT_FIT)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -187,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(plan, profile, args, inventory, report, kv, problems,
                      base_path if baseline is not None else None), end="")
-    return Exit.PLAN_DOES_NOT_FIT if problems else options.EXIT_OK
+    return Exit.PLAN_DOES_NOT_FIT if problems else Exit.OK
 
 
 def _revision(profile: Profile, ref: str) -> str | None:

@@ -26,11 +26,16 @@ from rich.table import Table
 
 from specperf.analysis.power import power_report
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.schemas import CompareRules
 
 __all__ = ["add_parser", "run"]
 
 PROG = "specperf power"
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -85,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     report = report.model_copy(update={"rules_source": rules_source})
     if args.json:
         print(report.model_dump_json(indent=1))
-        return options.EXIT_OK
+        return Exit.OK
 
     table = Table(title=f"Power for a {_pct(args.effect)} shift: α = {report.alpha:g}, "
                         f"power {args.power:g} ({args.baseline})")
@@ -116,4 +121,4 @@ def run(args: argparse.Namespace) -> int:
     )
     for note in dict.fromkeys(notes):
         console.print(f"• {note}", highlight=False)
-    return options.EXIT_OK
+    return Exit.OK

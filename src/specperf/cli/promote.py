@@ -23,8 +23,10 @@ from specperf.store.files import BaselineError
 from specperf.store.kept_runs import read_kept_runs
 
 PROG = "specperf promote"
-#: The runs do not agree (or are too few): nothing was written.
-EXIT_REFUSED = Exit.PROMOTE_REFUSED
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK, Exit.PROMOTE_REFUSED)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,9 +38,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "failed its own checks, none regresses against the others pooled, each "
                     "timing's run-to-run spread within the profile's budget — and write the "
                     "newest as BASELINES/<profile>/<hardware>.json and all N into its history, "
-                    "each with its own provenance, atomically. Exit 0 written (or already the "
-                    "baseline); 2 bad input (no such runs); 3 refused: too few runs or they "
-                    "disagree (each reason printed, nothing written).")
+                    "each with its own provenance, atomically. Refused (too few runs, or they "
+                    "disagree): each reason printed, nothing written.")
     p.add_argument("kept", metavar="DIR", help="directory of run files (e.g. fetch-nightlies')")
     p.add_argument("--profile", required=True, help="profile name, as in the run files")
     p.add_argument("--hardware", required=True, help="hardware id, e.g. gpu-nvidia-a100-sxm4-80gb-x1")
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(plain(f"{PROG}: {why}"), file=sys.stderr)
         _write_markdown(args, f"### specperf: baseline not promoted\n\n{md_escape(why)}\n\n"
                               f"{listed}\n")
-        return EXIT_REFUSED
+        return Exit.PROMOTE_REFUSED
     problems = disagreements(chosen, rules)
     if problems:
         for problem in problems:
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         _write_markdown(args, "### specperf: baseline not promoted: the runs disagree\n\n"
                         + "".join(f"- {md_escape(p)}\n" for p in problems)
                         + f"\nRuns:\n\n{listed}\n")
-        return EXIT_REFUSED
+        return Exit.PROMOTE_REFUSED
     runs = [Baseline(provenance=r.provenance, cases=r.cases, paired_nospec=r.paired_nospec)
             for _, r in chosen]
     try:
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                                "give a writable --baselines directory") from None
     if not written:
         print(plain(f"{path}: already the baseline ({_line(newest_label, newest)}); nothing written"))
-        return options.EXIT_OK
+        return Exit.OK
     was = ("the provisional baseline (published figures)" if current is not None
            and current.provenance.provisional else "no baseline" if current is None
            else f"the baseline of {current.provenance.date:%Y-%m-%d}")
@@ -147,4 +148,4 @@ def run(args: argparse.Namespace) -> int:
     _write_markdown(args, f"### specperf: baseline promoted\n\n{md_escape(summary)}.\n\n"
                           f"Runs (newest "
                           f"first; each history entry keeps its own provenance):\n\n{listed}\n")
-    return options.EXIT_OK
+    return Exit.OK

@@ -9,10 +9,15 @@ from typing import Any
 
 from specperf.analysis.compare import as_run, compare_runs
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.report import write_all
 from specperf.report.console import plain, render_comparison, render_run
 
 PROG = "specperf"
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -20,7 +25,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "report", help="write charts, HTML, markdown and text reports of a run",
         description="Write run.json, report.html (self-contained), report.md, report.txt and "
                     "plots/*.png for a run into --out; with --baseline, also the comparison "
-                    "and baseline overlays. Exit 0 (2 on bad input); `compare` is the gate. "
+                    "and baseline overlays; a regression does not fail it: `compare` is the gate. "
                     "Other files in --out are left alone; --out must not hold an input or "
                     "another run's run.json.")
     p.add_argument("run", help="run.json (or a baseline file)")
@@ -102,4 +107,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nwrote {len(written)} files to {out}:")
     for name, path in written.items():
         print(f"  {name:<36} {path}")
-    return options.EXIT_OK
+    return Exit.OK

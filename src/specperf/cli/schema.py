@@ -6,8 +6,12 @@ import argparse
 import json
 from typing import Any
 
-from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.schemas import Baseline, RunResult
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -21,4 +25,4 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     model = Baseline if args.baseline else RunResult
     print(json.dumps(model.model_json_schema(), indent=2, ensure_ascii=False))
-    return options.EXIT_OK
+    return Exit.OK

@@ -6,9 +6,14 @@ import argparse
 from typing import Any
 
 from specperf.cli import options
+from specperf.config.exits import Exit
 from specperf.report.console import plain, render_summary
 
 PROG = "specperf"
+
+#: What ``run`` returns, besides every command's {2, 130} (:data:`specperf.cli.EVERY_COMMAND`);
+#: its ``--help`` epilogue lists them from specperf.config.exits.
+EXITS: tuple[Exit, ...] = (Exit.OK,)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -25,4 +30,4 @@ def run(args: argparse.Namespace) -> int:
     result = options.load(args.file)
     print(plain(f"{args.file}: {result.kind} (schema {result.schema_version})"))
     print(render_summary(result, width=args.width), end="")
-    return options.EXIT_OK
+    return Exit.OK

@@ -11,9 +11,11 @@ gives back the old numbers (:func:`legacy`) to scripts that still read them.
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Iterable
 from enum import IntEnum
 
-__all__ = ["LEGACY_CLI", "LEGACY_PYTEST", "Exit", "legacy", "meaning"]
+__all__ = ["LEGACY_CLI", "LEGACY_PYTEST", "Exit", "epilog", "legacy", "meaning"]
 
 
 class Exit(IntEnum):
@@ -83,6 +85,18 @@ _MEANING: dict[Exit, str] = {
 
 def meaning(code: Exit) -> str:
     return _MEANING[code]
+
+
+#: How a command's ``--help`` epilogue (:func:`epilog`) begins.
+EPILOG_HEADING = "Exit codes (docs/how-a-run-works.md):"
+
+
+def epilog(codes: Iterable[Exit]) -> str:
+    """The ``--help`` epilogue listing ``codes`` (a command's, or every command's) with
+    their meanings from this table, wrapped at 78 columns (argparse's default formatter
+    wraps it again to the terminal; a raw-description formatter prints it as it is)."""
+    listed = ". ".join(f"{int(c)} = {meaning(c)}" for c in sorted(set(codes)))
+    return textwrap.fill(f"{EPILOG_HEADING} {listed}.", width=78)
 
 
 #: The numbers before this table, where they differ (SPECPERF_LEGACY_EXIT_CODES=1).

@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     default /tmp/specperf-gpu.lock); off / 0: take no lock."""
     gpu_lock_wait_s: float = Field(0.0, ge=0.0,
                                    validation_alias=AliasChoices("SPECPERF_GPU_LOCK_WAIT_S"))
-    """How long a GPU run waits for another run's machine lock before it gives up (exit 13)."""
+    """How long a GPU run waits for another run's machine lock before it gives up
+    (``Exit.GPU_LOCKED``)."""
 
     # -- fault injection, for gate experiments only (docs/validation.md) --
     proxy_delay_ms: float | None = Field(None, ge=0.0,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specperf.analysis.samples import earlier_pairs, earlier_runs, kept_runs
+from specperf.analysis.samples import kept_runs
 from specperf.config.profile import Profile
 from specperf.schemas import Baseline, Case, CaseResult, Provenance, RunResult
 from specperf.store import baselines as baseline_store
@@ -21,7 +21,6 @@ from specperf.store.files import BaselineError
 
 if TYPE_CHECKING:
     from specperf.analysis.judge.evidence import Against
-    from specperf.analysis.spread import KeptSpreads
     from specperf.schemas import CompareRules
 
 __all__ = ["BaselineContext"]
@@ -102,17 +101,6 @@ class BaselineContext:
         assert self.baseline is not None
         return self.baseline.paired_nospec.get(case.id)
 
-    def earlier_paired(self, base: CaseResult) -> list[tuple[CaseResult, CaseResult]]:
-        """The kept earlier runs of a baseline case with their paired no-spec trials (the
-        gain check pools them)."""
-        assert self.baseline is not None
-        return earlier_pairs(base, self.baseline, self.history)
-
-    def earlier(self, base: CaseResult) -> list[CaseResult]:
-        """The kept earlier runs of a baseline case the comparison pools with it."""
-        assert self.baseline is not None
-        return earlier_runs(base, self.baseline, self.history)
-
     def against(self, rules: CompareRules) -> Against:
         """The baseline side of the judgement (:class:`specperf.analysis.judge.Against`),
         the one `specperf compare` builds from the same files, so a case is judged alike as
@@ -123,10 +111,6 @@ class BaselineContext:
         if self._against is None or self._against.rules != rules:
             self._against = Against(self.baseline, self.history, rules)
         return self._against
-
-    def spreads(self, rules: CompareRules) -> KeptSpreads:
-        """Each case's server-start spread moderated by the baseline's other cases."""
-        return self.against(rules).spreads
 
     def mismatch(self, case: Case) -> str | None:
         """Why the stored baseline case may not be compared with this run's, if so."""

@@ -5,7 +5,7 @@ confirm_after_matrix) and the scenario runner both carry out (plan_steps.carry_o
 A case flagged as a regression — a FAIL a fresh start can change, by the one rule of
 :mod:`specperf.analysis.judge.follow_up` — is measured again, as many trials as it had, on
 a fresh start of its server, and judged on both starts together: it stands only if that
-start shows it too (stats.replicated). One start cannot tell its own offset from a change
+start shows it too (analysis.judge.fresh_start). One start cannot tell its own offset from a change
 of vLLM (measured: docs/validation.md). It costs a server start only when something is
 flagged.
 

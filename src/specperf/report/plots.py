@@ -277,8 +277,11 @@ def plot_vs_concurrency(run: Result, metric: str, path: Path | str,
             if is_base:
                 kw.update(linestyle="--", markerfacecolor="none", alpha=0.75, linewidth=1.3)
             if any(lo) or any(hi):
-                ax.errorbar(xs, ys, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], capsize=2.5,
-                            elinewidth=0.8, **kw)
+                # Lists of floats, not arrays: matplotlib takes the first entry of yerr
+                # as a scalar, and a 1-element array (one concurrency) is a NumPy
+                # DeprecationWarning there, an error in a later NumPy (issue #55).
+                ax.errorbar(xs, ys, yerr=[[max(v, 0.0) for v in lo], [max(v, 0.0) for v in hi]],
+                            capsize=2.5, elinewidth=0.8, **kw)
             else:
                 ax.plot(xs, ys, **kw)
             drew = True

@@ -21,6 +21,7 @@ from specperf.analysis.compare import (
     flagged_metrics,
     inconclusive_metrics,
 )
+from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.spread import kept_spreads
 from specperf.analysis.stats import Direction, Verdict
 from specperf.config.profile import load_profile
@@ -65,7 +66,7 @@ def test_real_run_against_itself_has_no_regression(real: RunResult) -> None:
     cmp = compare_runs(real, real)
     # Identical data cannot show a regression; what it cannot decide (per-request
     # intervals wider than a minimum effect) is INCONCLUSIVE, exit 6, never a failure.
-    assert cmp.exit_code in (0, 6) and not cmp.regressions and not cmp.refusals
+    assert run_exit_status([], cmp) in (0, 6) and not cmp.regressions and not cmp.refusals
     assert {cc.case.id for cc in cmp.cases} == {c.case.id for c in real.cases}
     assert cmp.counts()[Verdict.REGRESSION] == 0
     assert cmp.counts()[Verdict.IMPROVEMENT] == 0
@@ -82,7 +83,7 @@ def test_real_run_30pct_tpot_regression_is_named(real: RunResult) -> None:
     cmp = compare_runs(cur, real)
     v = verdicts(cmp)
     assert v[("self-k3-c1", "TPOT")] is Verdict.REGRESSION
-    assert cmp.exit_code == 1
+    assert run_exit_status([], cmp) == 1
     reg = dict(((cc.case.id, m.metric), m) for cc, m in cmp.regressions)
     assert reg[("self-k3-c1", "TPOT")].ratio == pytest.approx(1.3, rel=0.02)
     # Untouched cases cannot regress; acceptance is unchanged by a latency change.
@@ -113,7 +114,7 @@ def test_improvement_is_not_a_regression(five_trials: RunResult) -> None:
     tpot = {cc.case.id: m.verdict for cc, m in cmp.all() if m.metric == "TPOT"}
     assert tpot["d-k3-c8"] is Verdict.IMPROVEMENT
     assert all(cc.outcome(m) == "pass" for cc, m in cmp.all())
-    assert not cmp.regressions and cmp.exit_code == 0
+    assert not cmp.regressions and run_exit_status([], cmp) == 0
 
 
 @pytest.mark.parametrize(
@@ -186,7 +187,7 @@ def test_other_hardware_is_refused_with_a_way_out(real: RunResult) -> None:
     other = real.model_copy(update={"provenance": real.provenance.model_copy(
         update={"hardware_id": "gpu-nvidia-h100-x1", "hardware": "1 × H100"})})
     cmp = compare_runs(real, other)
-    assert cmp.exit_code == 2 and cmp.refused and not cmp.cases
+    assert run_exit_status([], cmp) == 2 and cmp.refused and not cmp.cases
     (msg,) = cmp.refusals
     assert "hardware differs" in msg and "gpu-nvidia-h100-x1" in msg
     assert "--perf-update-baselines" in msg
@@ -197,7 +198,7 @@ def test_other_profile_is_refused(real: RunResult) -> None:
     other = real.model_copy(update={"provenance": real.provenance.model_copy(
         update={"profile_hash": "0000000000000000"})})
     cmp = compare_runs(real, other)
-    assert cmp.exit_code == 2
+    assert run_exit_status([], cmp) == 2
     assert "profile differs" in cmp.refusals[0] and "--perf-update-baselines" in cmp.refusals[0]
 
 
@@ -207,7 +208,7 @@ def test_other_prompts_are_refused_unknown_prompts_compare(real: RunResult) -> N
             update={"prompts_hash": digest})})
 
     cmp = compare_runs(with_prompts(real, "a" * 16), with_prompts(real, "b" * 16))
-    assert cmp.exit_code == 2 and not cmp.cases
+    assert run_exit_status([], cmp) == 2 and not cmp.cases
     (msg,) = cmp.refusals
     assert "prompts differ" in msg and "a" * 16 in msg and "b" * 16 in msg
     assert "--perf-update-baselines" in msg
@@ -223,7 +224,7 @@ def test_force_compares_anyway(real: RunResult) -> None:
     # Compared: no refusal, and a run against itself shows no regression (what its
     # per-request intervals cannot decide at a minimum effect is INCONCLUSIVE, 6).
     assert not cmp.refusals and cmp.cases and not cmp.regressions
-    assert cmp.exit_code in (0, 6)
+    assert run_exit_status([], cmp) in (0, 6)
     assert any(n.startswith("compared despite") for n in cmp.notes)
 
 
@@ -232,7 +233,7 @@ def test_changed_k_is_refused_per_case(real: RunResult) -> None:
              for c in real.cases]
     changed = real.model_copy(update={"cases": cases})
     cmp = compare_runs(changed, real)
-    assert cmp.exit_code == 2
+    assert run_exit_status([], cmp) == 2
     assert "self-k3-c1" in cmp.refusals[0] and "k 3 → 5" in cmp.refusals[0]
 
 
@@ -258,7 +259,7 @@ def test_comparison_json_round_trip_keeps_nan(real: RunResult) -> None:
     assert '"NaN"' in text  # the budget rule's missing interval
     back = RunComparison.model_validate_json(text)
     assert back.summary_line() == cmp.summary_line()
-    assert back.exit_code == cmp.exit_code == 1
+    assert run_exit_status([], back) == run_exit_status([], cmp) == 1
 
 
 def test_compare_cases_directly(real: RunResult) -> None:
@@ -286,7 +287,7 @@ def test_published_baseline_without_samples_uses_the_budget_rule_and_cannot_fail
     # The budget rule flags +30 %, but published means measured nothing on this hardware:
     # no kept run, so the change is INCONCLUSIVE (exit 6), never a FAIL that would keep
     # a first nightly from ever becoming a kept run.
-    assert cmp.exit_code == 6 and not cmp.regressions
+    assert run_exit_status([], cmp) == 6 and not cmp.regressions
     [(cc, reg)] = [(cc, m) for cc in cmp.cases for m in cc.comparisons
                    if m.verdict is Verdict.INCONCLUSIVE]
     assert cc.case == target.case and reg.metric == "TPOT"
@@ -303,7 +304,7 @@ def test_published_baseline_without_samples_uses_the_budget_rule_and_cannot_fail
 def test_nothing_in_common_is_refused(real: RunResult) -> None:
     cmp = compare_runs(real.model_copy(update={"cases": real.cases[:1]}),
                        real.model_copy(update={"cases": real.cases[1:]}))
-    assert cmp.exit_code == 2
+    assert run_exit_status([], cmp) == 2
     assert cmp.refusals[0].startswith("nothing to compare: no case is present in both")
 
 

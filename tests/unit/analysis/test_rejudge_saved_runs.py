@@ -31,6 +31,8 @@ import pytest
 from pydantic import ValidationError
 
 from specperf.analysis.compare import compare_runs
+from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.rules import HOLD_RULES
 from specperf.schemas import Baseline, RunResult
 from specperf.store.files import _AnyResult
 from tests.support import REPO_ROOT
@@ -112,15 +114,16 @@ def comparisons() -> Iterator[tuple[str, RunResult, RunResult | Baseline, list[A
 
 
 def judged(run: RunResult, baseline: RunResult | Baseline, history: list[Any]) -> dict[str, Any]:
-    """What the golden file keeps of one comparison: every verdict, reason and outcome,
-    the notes and refusals, and the exit status."""
+    """What the golden file keeps of one comparison: every verdict, reason, outcome and
+    hold rule (held_by), the notes and refusals, and the exit status."""
     cmp = compare_runs(run, baseline, history=history)
     return {
-        "exit": cmp.exit_code,
+        "exit": int(run_exit_status([], cmp)),
         "refusals": cmp.refusals,
         "notes": cmp.notes,
         "cases": {cc.case.id: {"notes": cc.notes, "busy": cc.busy, "metrics": [
-            [m.metric, m.verdict.value, cc.outcome(m), m.reason] for m in cc.comparisons]}
+            [m.metric, m.verdict.value, cc.outcome(m), m.reason, m.held_by]
+            for m in cc.comparisons]}
             for cc in cmp.cases},
     }
 
@@ -157,6 +160,7 @@ def test_saved_run_rejudges_as_before(key: str) -> None:
 #: The words each hold rule appends to a reason (specperf.analysis.judge.rules), as they
 #: stood in the reasons before the rules were named.
 HOLD_WORDS = {
+    "fresh_start_disagreed": "; not confirmed on a fresh server: ",
     "sampled_acceptance": "; not decided: sampled at temperature > 0",
     "unproven_baseline": "(min_baseline_runs) a timing change needs",
     "beside_reference": "; but the machine itself ran slower",
@@ -172,6 +176,43 @@ def test_every_held_comparison_of_the_saved_runs_names_its_rule() -> None:
             assert m.held_by == (words[0] if words else None), m.reason
             held += m.held_by is not None
     assert held  # the saved runs hold some (unproven_baseline, at least)
+
+
+#: What the arithmetic's own INCONCLUSIVE says (specperf.analysis.stats, budget, gain): an
+#: interval across the limit, a change beyond it without significance, too few samples, a
+#: budget band, an undefined ratio. Anything else INCONCLUSIVE must name its hold rule.
+ARITHMETIC_WORDS = (
+    "which crosses the",                       # stats "straddles", the gain's floor
+    "so the call is withheld",                 # stats "beyond_not_significant"
+    "but a verdict needs at least",            # stats: too few samples
+    "too few samples for an interval",         # gain
+    "so a relative change is undefined",       # stats, budget: a baseline of 0
+    "the interval is undefined",               # stats
+    "inside the budget but beyond the",        # budget
+    "which could hide a change beyond it",     # budget: the kept runs' spread
+)
+
+
+def test_every_inconclusive_of_the_saved_runs_is_held_by_a_rule_or_the_arithmetic() -> None:
+    """Over every re-judged saved run (the golden file, which the tests above keep equal to
+    judging them now): each INCONCLUSIVE comparison — and so each INCONCLUSIVE check the
+    pytest run makes of it (gate.from_comparison copies held_by) — either names the hold
+    rule that made it (held_by) or says why its own numbers cannot decide."""
+    seen = {"held": 0, "arithmetic": 0}
+    for key, judged_run in _golden().items():
+        for case_id, case in judged_run["cases"].items():
+            for metric, verdict, outcome, reason, held_by in case["metrics"]:
+                if "inconclusive" not in (verdict, outcome):
+                    continue
+                if held_by is not None:
+                    assert held_by in {r.name for r in HOLD_RULES}, (key, case_id, metric)
+                    seen["held"] += 1
+                    continue
+                assert any(words in reason for words in ARITHMETIC_WORDS), (
+                    f"{key} {case_id} {metric}: INCONCLUSIVE with no hold rule and no "
+                    f"reason of the arithmetic's: {reason}")
+                seen["arithmetic"] += 1
+    assert seen["held"] and seen["arithmetic"], seen
 
 
 if __name__ == "__main__":

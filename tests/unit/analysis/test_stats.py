@@ -31,7 +31,6 @@ from specperf.analysis.stats import (
     moderated_spreads,
     pooled_between_run_spread,
     ratio_ci,
-    replicated,
     widen_ci,
 )
 
@@ -241,34 +240,6 @@ def test_verdict_rule_table(
 ) -> None:
     got, _ = _decide(ci, p_value, alpha=0.01, min_effect=0.05, direction=direction)
     assert got is verdict
-
-
-# --- replicated: a fresh server start confirms a regression -----------------------------
-
-
-def _tpot(seed: int, centre: float) -> Comparison:
-    return compare_samples("TPOT", lognormal(seed, 10, cv=0.03, centre=20.0),
-                           lognormal(seed + 1, 10, cv=0.03, centre=centre),
-                           direction=LOWER, min_effect=0.05)
-
-
-def test_a_regression_stands_only_when_every_start_shows_it() -> None:
-    slow, slower, back = _tpot(30, 25.0), _tpot(32, 26.0), _tpot(34, 20.0)
-    assert (slow.verdict, slower.verdict) == (Verdict.REGRESSION, Verdict.REGRESSION)
-    confirmed = replicated(slow, [slow, slower])
-    assert confirmed.verdict is Verdict.REGRESSION
-    assert "confirmed on 2 server starts" in confirmed.reason
-    cleared = replicated(slow, [slow, back])
-    assert cleared.verdict is Verdict.INCONCLUSIVE
-    assert "not confirmed on a fresh server" in cleared.reason
-    assert (cleared.ratio, cleared.ci_low) == (slow.ratio, slow.ci_low)  # the pooled figures
-
-
-def test_an_improvement_needs_no_confirmation() -> None:
-    faster, same = _tpot(36, 15.0), _tpot(38, 20.0)
-    assert faster.verdict is Verdict.IMPROVEMENT and same.verdict is not Verdict.REGRESSION
-    # The starts disagree, but an improvement fails nothing: the pooled verdict stands.
-    assert replicated(faster, [faster, same]).verdict is Verdict.IMPROVEMENT
 
 
 # --- compare_rate ----------------------------------------------------------------------

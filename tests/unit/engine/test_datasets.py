@@ -26,7 +26,7 @@ from specperf.engine.datasets import (
     prompts_digest,
     sharegpt_prompts,
 )
-from tests.support import REPO_ROOT, need_module
+from tests.support import REPO_ROOT, need_module, unchecked
 
 ROOT = REPO_ROOT
 TINY = ROOT / "datasets" / "sharegpt-tiny.json"
@@ -322,7 +322,8 @@ def test_the_command_refuses_an_unpinned_hub_download(tmp_path: Path,
     monkeypatch.delenv(fetch.URL_ENV)
     monkeypatch.delenv(fetch.REVISION_ENV, raising=False)
     if fetch.REVISION is not None:
-        pytest.skip("the module pins a revision")
+        pytest.skip(unchecked("the refusal of an unpinned ShareGPT download (the module pins a revision)",
+                             "set sharegpt_fetch.REVISION = None and run this test"))
     assert _cli(str(tmp_path), "-q", "--sha256", "0" * 64) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--revision" in err and "resolve/main" not in err

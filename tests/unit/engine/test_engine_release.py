@@ -11,7 +11,7 @@ import pytest
 
 from specperf.config.exits import Exit
 from specperf.engine.engine_release import installed_engine, release_mismatch
-from tests.support import PERF_PYTEST, REPO_ROOT
+from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 
 
 def test_the_same_release_passes_and_another_is_named_with_the_fix() -> None:
@@ -34,7 +34,7 @@ def test_a_run_asked_for_another_release_stops_before_any_server() -> None:
     does not hold: refused at collection, in seconds, exit 2; no server started."""
     here = installed_engine()
     if here is None:
-        pytest.skip("no vLLM installed here: the refusal of a missing one is the unit test's")
+        pytest.skip(unchecked("a real perf run refusing another vLLM release", INSTALL_VLLM))
     other = "0.30.0" if here[1] != "0.30.0" else "0.31.0"
     proc = subprocess.run([*PERF_PYTEST, "--perf-profile", "cpu-tiny", "--perf-vllm", other],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)

@@ -15,6 +15,7 @@ import pytest
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_runs
+from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.stats import Verdict
 from specperf.config.exits import Exit
 from specperf.config.profile import Profile
@@ -229,7 +230,7 @@ def test_pooled_sides_compare_despite_vllm_version():
     assert any("0.31.0" in n and "0.32.0" in n for n in cmp.notes)
     verdicts = {m.metric: m.verdict for _, m in cmp.all()}
     assert verdicts["TPOT"] is Verdict.REGRESSION
-    assert cmp.exit_code == 1
+    assert run_exit_status([], cmp) == Exit.FAILED
 
 
 def _steps(tmp_path: Path):

@@ -387,3 +387,40 @@ def test_control_characters_from_a_run_file_are_folded(real: RunResult, color: b
         if not color:
             assert "\x1b" not in text
     assert ANSI.search(texts[0]) if color else True
+
+
+def test_80_columns_cut_no_word_of_a_metric_name() -> None:
+    """At 80 columns the end-of-run checks table broke "output throughput (tok/s)" into
+    "output" / "throughp" / "ut" / "(tok/s)" (issue #55). A real run compared with itself
+    30 % slower (its held checks too) and its acceptance floors: every word of every
+    metric name, every figure and every result stays whole; which rule held a check is
+    one line under the table."""
+    from rich.console import Console
+
+    from specperf.analysis import gate
+    from specperf.config.profile import AcceptanceGate
+    from specperf.config.rules import CompareRules
+    from specperf.report.console import checks_table, held_check_lines
+    from tests.support import CPU_CI_PAIRED_RUN, load_run
+
+    run = load_run(CPU_CI_PAIRED_RUN)
+    cur = scale_latency(run, 1.3)
+    cmp = compare_runs(cur, run, CompareRules(min_baseline_runs=2))
+    checks = [c for cc in cmp.cases for kind in gate.KIND_METRICS
+              for c in gate.from_comparison(kind, cc)]
+    spec = next(r for r in cur.cases if r.acceptance is not None)
+    checks += gate.check_acceptance(spec, AcceptanceGate(min_rate=0.3, min_mean_length=1.5,
+                                                         min_per_position=[0.5, 0.2]))
+    assert any(c.held_by for c in checks) and any("[pos 1]" in c.metric for c in checks)
+    console = Console(width=80, record=True, color_system=None)
+    console.print(checks_table(cur, checks, width=80))
+    text = console.export_text()
+    assert max(len(line) for line in _lines(text)) <= 80
+    words = set(text.split())
+    for c in checks:
+        for word in c.metric.split() + ([f"({c.unit})"] if c.unit else []):
+            assert word in words, (word, c.metric)
+    assert {"INCONCLUSIVE", "PASS", "(held)"} <= words and "…" not in text
+    assert held_check_lines(checks)[0].startswith("held by unproven_baseline: ")
+    assert "held by unproven_baseline" in render_run(cur.model_copy(update={"checks": checks}),
+                                                     width=80, color=False)

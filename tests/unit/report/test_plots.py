@@ -146,3 +146,24 @@ def test_two_configs_of_one_family_with_the_same_k(real: RunResult, tmp_path: Pa
     written = write_plots(real.model_copy(update={"cases": [*real.cases, *twin]}), tmp_path)
     assert "acceptance_vs_k" in written
     assert_real_chart(written["acceptance_vs_k"])
+
+
+@pytest.mark.parametrize("concurrencies", [(1,), (1, 8)], ids=["one-concurrency", "two"])
+def test_plots_pass_matplotlib_scalars_not_arrays(tmp_path: Path,
+                                                  concurrencies: tuple[int, ...]) -> None:
+    """A run at one concurrency (`-k "draft-k2 and c1"`) printed NumPy's "Conversion of an
+    array with ndim > 0 to a scalar" DeprecationWarning a dozen times (issue #55): its
+    error bars were 1-element arrays where matplotlib reads a scalar. Every chart, with a
+    baseline and the paired gain too, now draws with that warning an error."""
+    import warnings
+
+    run = synthetic_run(concurrencies=concurrencies, trials=5, requests=5)
+    paired = load_result(REAL_PAIRED_RUN)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        written = write_plots(run, tmp_path / "run", baseline=run)
+        written_paired = write_plots(paired, tmp_path / "paired")
+        gain = plot_tpot_gain(paired, tmp_path / "gain.png")
+    assert {"tpot", "ttft", "throughput", "vs_baseline_tpot"} <= set(written)
+    assert "tpot_gain" in written_paired and gain is not None
+    assert_real_chart(written["tpot"])

@@ -3,8 +3,9 @@ judged — the one place the per-kind rules live, for the pytest run (engine.ses
 any caller that re-judges a case.
 
 * ``requests`` — the error budget, exact;
-* ``acceptance`` — speculation on, then the floors, exact; plus the comparison's
-  acceptance checks against the baseline when there is one;
+* ``acceptance`` — speculation on, then the floors, exact (sampled at temperature > 0:
+  held by the hold rules, :func:`specperf.analysis.judge.rules.hold_checks`); plus the
+  comparison's acceptance checks against the baseline when there is one;
 * ``tpot_gain``, ``latency``, ``throughput`` — the case's comparison (against the
   baseline and the paired no-spec trials), one check per compared metric
   (:func:`specperf.analysis.gate.from_comparison`); latency and throughput with nothing
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from specperf.analysis import gate
 from specperf.analysis.judge.models import CaseComparison
+from specperf.analysis.judge.rules import HoldContext, hold_checks
 from specperf.config.profile import Profile
 from specperf.schemas import Case, CaseResult, GateCheck
 
@@ -41,8 +43,9 @@ def item_checks(kind: str, case: Case, result: CaseResult, profile: Profile, *,
     if kind == "acceptance":
         acceptance = profile.gates_for(profile.config(case.config_id)).acceptance
         assert acceptance is not None, "an acceptance item exists only with its gate"
-        checks = gate.check_acceptance(result, acceptance,
-                                       exact=profile.compare.acceptance_exact)
+        checks = hold_checks(gate.check_acceptance(result, acceptance,
+                                                   exact=profile.compare.acceptance_exact),
+                             HoldContext(rules=profile.compare, current=result))
     if judged is not None:
         checks += gate.from_comparison(kind, judged)
     if kind in ("latency", "throughput") and not checks:

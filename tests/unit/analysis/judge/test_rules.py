@@ -11,6 +11,7 @@ import math
 import pytest
 
 from specperf.analysis.judge import HOLD_RULES, HoldContext, apply_holds
+from specperf.analysis.judge.fresh_start import replicated
 from specperf.analysis.judge.machine_reference import BesideReference
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
 from specperf.analysis.judge.rules import rule_named
@@ -63,12 +64,18 @@ def context(*active: str) -> HoldContext:
         reference=slowed_reference() if "beside_reference" in active else None)
 
 
-def regressions() -> CaseComparison:
+def regressions(*active: str) -> CaseComparison:
     """A timing REGRESSION every timing rule can hold (TPOT rose 1.3x, CI 1.2-1.4: not
-    beyond the limit once a 1.4x slower machine is taken out), the gain against its floor
-    (REGRESSION, judged within the run), and the acceptance counters (UNCHANGED)."""
+    beyond the limit once a 1.4x slower machine is taken out; with
+    ``fresh_start_disagreed`` active, measured on two server starts of which the second
+    alone is INCONCLUSIVE), the gain against its floor (REGRESSION, judged within the
+    run), and the acceptance counters (UNCHANGED)."""
+    tpot = comparison("TPOT", Verdict.REGRESSION)
+    if "fresh_start_disagreed" in active:
+        tpot = replicated(tpot, [tpot, comparison("TPOT", Verdict.INCONCLUSIVE, ratio=1.1,
+                                                  ci=(0.95, 1.25))])
     return case_of(
-        (comparison("TPOT", Verdict.REGRESSION), "tpot", "trials"),
+        (tpot, "tpot", "trials"),
         (comparison("TPOT gain", Verdict.REGRESSION, ratio=0.8, ci=(0.7, 0.9),
                     direction=Direction.HIGHER_IS_BETTER), "tpot_gain", "trials"),
         (comparison("acceptance rate", Verdict.UNCHANGED, ratio=1.0, ci=(math.nan, math.nan),
@@ -78,6 +85,7 @@ def regressions() -> CaseComparison:
 
 #: Which comparisons of `regressions()` each rule holds when it is the only one active.
 HOLDS_ALONE = {
+    "fresh_start_disagreed": {"TPOT"},     # the one measured on two starts
     "sampled_acceptance": {"acceptance rate"},
     "unproven_baseline": {"TPOT"},            # not the gain against its floor
     "beside_reference": {"TPOT"},             # absolute timings only
@@ -86,21 +94,22 @@ HOLDS_ALONE = {
 
 
 def test_the_rules_are_named_and_ordered_once() -> None:
-    assert NAMES == ["sampled_acceptance", "unproven_baseline", "beside_reference",
-                     "not_confirmed"]
+    assert NAMES == ["fresh_start_disagreed", "sampled_acceptance", "unproven_baseline",
+                     "beside_reference", "not_confirmed"]
     assert set(HOLDS_ALONE) == set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_rule_alone_holds_what_it_covers_and_records_itself(name: str) -> None:
-    out = regressions()
+    out = regressions(name)
     before = {m.metric: m for m in out.comparisons}
     apply_holds(out, context(name))
     for m in out.comparisons:
         if m.metric in HOLDS_ALONE[name]:
             assert m.verdict is Verdict.INCONCLUSIVE and m.held_by == name, m
             assert m.reason.startswith(before[m.metric].reason.rstrip("."))
-            assert m.reason != before[m.metric].reason
+            # The fresh start's words are the account of the starts, already in the reason.
+            assert (m.reason != before[m.metric].reason) == (name != "fresh_start_disagreed")
             # The figures stand as measured: only the verdict waits.
             assert (m.ratio, m.ci_low, m.current) == (before[m.metric].ratio,
                                                       before[m.metric].ci_low,
@@ -121,10 +130,10 @@ def test_in_pairs_the_first_rule_in_order_wins_and_only_it_is_recorded(first: st
                                                                         second: str) -> None:
     alone = {}
     for name in (first, second):
-        out = regressions()
+        out = regressions(first, second)
         apply_holds(out, context(name))
         alone[name] = {m.metric: m.reason for m in out.comparisons if m.held_by == name}
-    out = regressions()
+    out = regressions(first, second)
     apply_holds(out, context(first, second))
     for m in out.comparisons:
         winner = next((n for n in (first, second) if m.metric in HOLDS_ALONE[n]), None)
@@ -137,7 +146,7 @@ def test_in_pairs_the_first_rule_in_order_wins_and_only_it_is_recorded(first: st
     # other rule.
     both = HOLDS_ALONE[first] & HOLDS_ALONE[second]
     reversed_rules = (rule_named(second), rule_named(first))
-    out = regressions()
+    out = regressions(first, second)
     apply_holds(out, context(first, second), rules=reversed_rules)
     for m in out.comparisons:
         if m.metric in both:

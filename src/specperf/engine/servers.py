@@ -121,10 +121,15 @@ class ServerPool:
     #: Where server logs go instead of run_dir/servers/ (a scenario's servers: their caches
     #: and temp files stay in run_dir, whose path vLLM's IPC sockets must keep short).
     log_dir: Path | None = None
+    #: One server up at a time (load.reference = "bracket"): every other server of the
+    #: pool is stopped before one starts, whoever asked for it.
+    exclusive: bool = False
 
     def __post_init__(self) -> None:
         if self.observer is None:
             self.observer = LineObserver(self.say)
+        if self.profile.load.reference == "bracket":
+            self.exclusive = True
 
     @property
     def view(self) -> RunObserver:
@@ -167,6 +172,11 @@ class ServerPool:
                 self.record_error(config_id, exc)
                 raise
             return server
+        if self.exclusive:
+            for other in [cid for cid in self.servers if cid != config_id]:
+                self.say(f"specperf: one vLLM server at a time ([load] reference = \"bracket\"): "
+                         f"stopping {other} before {config_id} starts")
+                self.stop(other)
         with self.clock.phase(SERVER_STARTS):
             return self._start(config_id)
 

@@ -119,14 +119,13 @@ class ReferenceBlocks:
 
     profile: Profile
     pool: ServerPool
-    runner: TrialRunner
     schedule: BracketSchedule
     repeats: int
     #: Every concurrency with a selected TPOT gain (known after collection).
     concurrencies: Callable[[], list[int]]
     say: Callable[[str], None] = print
 
-    def measure(self, why: str) -> Block:
+    def measure(self, why: str, runner: TrialRunner) -> Block:
         """One block, added to the schedule; one that fails is kept with its error, and
         the gains it should have bracketed say so."""
         nospec = self.profile.nospec
@@ -141,7 +140,7 @@ class ReferenceBlocks:
             server = self.pool.server_for(nospec.id)
             for r in range(self.repeats):
                 for c in concs:
-                    trial = self.runner.trial(server, c, r, warmup=r == 0,
+                    trial = runner.trial(server, c, r, warmup=r == 0,
                                               case=Case(config_id=nospec.id, concurrency=c),
                                               paired=True)
                     block.trials.setdefault(c, []).append(
@@ -152,5 +151,9 @@ class ReferenceBlocks:
         finally:
             if nospec is not None:
                 self.pool.stop(nospec.id)
+                # Each block is a start of its own: keep its record beside the others.
+                record = self.pool.records.get(nospec.id)
+                if record is not None:
+                    self.pool.records[f"{nospec.id}@block{block.index}"] = record
         self.schedule.add_block(block)
         return block

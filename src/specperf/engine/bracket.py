@@ -134,6 +134,9 @@ class ReferenceBlocks:
         self.say(f"specperf: no-spec reference block {block.index} ({why}): {self.repeats} "
                  f"trial{'s' if self.repeats != 1 else ''} at c = {', '.join(map(str, concs))} "
                  "on the no-spec server alone ([load] reference = \"bracket\")")
+        # The record of no-spec's own start (its cases) stays under its id; each block's
+        # start is kept as <id>@block<N>.
+        own = self.pool.records.pop(nospec.id, None) if nospec is not None else None
         try:
             if nospec is None:
                 raise MeasureBlockError("the profile has no no-spec config")
@@ -151,9 +154,11 @@ class ReferenceBlocks:
         finally:
             if nospec is not None:
                 self.pool.stop(nospec.id)
-                # Each block is a start of its own: keep its record beside the others.
-                record = self.pool.records.get(nospec.id)
+                record = self.pool.records.pop(nospec.id, None)
                 if record is not None:
-                    self.pool.records[f"{nospec.id}@block{block.index}"] = record
+                    self.pool.records[f"{nospec.id}@block{block.index}"] = record.model_copy(
+                        update={"config_id": f"{nospec.id}@block{block.index}"})
+                if own is not None:
+                    self.pool.records[nospec.id] = own
         self.schedule.add_block(block)
         return block

@@ -20,7 +20,7 @@ from specperf.engine.bracket import Block, BracketSchedule
 from specperf.engine.server import ServerError
 from specperf.engine.session import PerfOptions, PerfSession, SessionError
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
-from specperf.schemas import Case, Trial
+from specperf.schemas import Case, ServerRecord, Trial
 from tests.support import REPO_ROOT
 
 CI_PROFILE = REPO_ROOT / "tests" / "profiles" / "cpu-ci.toml"
@@ -151,6 +151,9 @@ def bracket_session(tmp_path: Path, every: int, runner: ByServer,
         resident.add(config_id)
         server = FakeServer(config_id, resident)
         ps.pool.servers[config_id] = server  # type: ignore[assignment]
+        # The record a real start leaves (ServerPool._start), its start counted.
+        ps.pool.records[config_id] = ServerRecord(config_id=config_id, argv=[],
+                                                  log_path=f"{config_id}-{len(starts)}.log")
         return server
 
     ps.pool._start = start  # type: ignore[method-assign]  # noqa: SLF001
@@ -204,6 +207,11 @@ def test_no_spec_is_measured_in_blocks_around_the_spec_configs_one_server_at_a_t
     assert len(resident) <= 1
     run = ps.run_result()
     assert set(run.paired_nospec) == {"draft-k2-c1", "self-k3-c1"}
+    # Every start has its record: no-spec's own (its first start's log), each block's.
+    records = {r.config_id: r.log_path for r in run.servers}
+    assert records["nospec"] == "nospec-1.log"
+    assert sorted(k for k in records if "@block" in k) == [
+        f"nospec@block{b}" for b in range(len(blocks))]
     assert run.tpot_gain_floors == {"draft-k2-c1": 0.2, "self-k3-c1": 0.2}
 
 

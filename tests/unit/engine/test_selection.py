@@ -117,7 +117,9 @@ def test_bracketed_no_item_needs_the_no_spec_server_beside_a_spec_one(tmp_path: 
     alone, so no spec item keeps it up; the judged items run after the matrix (their
     gains need the block after their config) whatever confirm_after_matrix says."""
     plan = session(tmp_path).plan
-    plan.profile.load.reference = "bracket"
+    # Load is frozen: the profile's own copy, as a profile with the key would load it.
+    load = plan.profile.load.model_copy(update={"reference": "bracket"})
+    object.__setattr__(plan.profile, "load", load)
     assert not plan.profile.compare.confirm_after_matrix and plan.judged_after_matrix
     c1 = Case(config_id="draft-k2", concurrency=1)
     plan.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])

@@ -148,7 +148,9 @@ class CaseMeasurer:
     bracket_runs: dict[str, _ConfigRun] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.profile.load.reference == "bracket":
+        # getattr: a measurer built for one of its parts alone has no profile to read.
+        load = getattr(self.profile, "load", None)
+        if load is not None and load.reference == "bracket":
             self.schedule = BracketSchedule(self.profile.load.bracket_every)
             self.blocks = ReferenceBlocks(
                 self.profile, self.pool, self.schedule, self.repeats,

@@ -39,7 +39,8 @@ def _specperf_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory):
 E2E_LONGEST_FIRST = (
     "test_perf_runs.py", "test_faults.py", "test_faults_standin.py",
     "test_scenarios_segmented.py", "test_faults_startup.py", "test_scenarios_time.py",
-    "test_confirm_after_matrix.py", "test_methods.py", "test_scenarios_workload.py", "test_agreement.py",
+    "test_bracket.py", "test_confirm_after_matrix.py", "test_methods.py",
+    "test_scenarios_workload.py", "test_agreement.py",
     "test_speculation_checks.py", "test_no_orphans.py", "test_attribution.py",  # no_orphans: ~45 s
 )
 

@@ -349,11 +349,16 @@ class Trial(_Model):
                            "on the other server (load.pairing = \"requests\"): the i-th sample "
                            "of each ran the same prompt moments apart, and duration_s is the "
                            "time of its own requests")
+    reference_block: Count | None = Field(
+        None, description="a no-spec trial of a reference block (load.reference = \"bracket\"): "
+                          "which block of the run measured it, 0 the first; the blocks run on "
+                          "the no-spec server alone, before, between and after the spec "
+                          "configs; None = not a block's trial")
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_unset(self, handler, ("server_start", "busy_wait_s", "prefix_cache",
-                                              "interleaved"))
+                                              "interleaved", "reference_block"))
 
 
 class InconclusiveRetry(_Model):

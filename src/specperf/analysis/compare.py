@@ -42,8 +42,9 @@ from typing import Literal
 
 from specperf.analysis.acceptance import compare_acceptance, not_comparable
 from specperf.analysis.attribution import Attribution, attribute, same_pin
+from specperf.analysis.bracket import bracketed
 from specperf.analysis.budget import summary_budget, throughput_budget
-from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
+from specperf.analysis.gain import gain_drift, gain_vs_baseline, gain_vs_floor
 from specperf.analysis.judge.evidence import Against, Evidence, side_labels
 from specperf.analysis.judge.follow_up import flagged_metrics, inconclusive_metrics
 from specperf.analysis.judge.fresh_start import replicated
@@ -190,9 +191,10 @@ def judge_case(ev: Evidence, rules: CompareRules) -> CaseComparison:
 
     if paired is not None and ev.gain_floor is not None and rules.rule("tpot").enabled:
         comparison, kind = gain_vs_floor(cur, paired, ev.gain_floor, rules)
+        how = (f"bracketed by {len(paired.trials)} no-spec trials of the run's reference blocks"
+               if bracketed(paired) else f"paired with {len(paired.trials)} no-spec trials")
         add(comparison, MetricDetail(key="tpot_gain", unit="×", samples=kind,  # type: ignore[arg-type]
-                                     note=f"paired with {len(paired.trials)} no-spec trials of "
-                                          "the same run; baseline column = the floor"))
+                                     note=f"{how} of the same run; baseline column = the floor"))
         if (ev.base_paired is not None and base is not None
                 and rules.rule(RELATIVE_TPOT).enabled):
             comparison, kind = gain_vs_baseline(cur, paired, base, ev.base_paired, rules,
@@ -204,7 +206,8 @@ def judge_case(ev: Evidence, rules: CompareRules) -> CaseComparison:
         _against_baseline(out, add, base, cur, rules, ev.earlier, ev.labels, ev.spreads)
     apply_holds(out, HoldContext(
         rules=rules, current=cur, measured_baseline_runs=ev.measured_baseline_runs(rules),
-        reference=ev.reference if base is not None else None))
+        reference=ev.reference if base is not None else None,
+        drift=gain_drift(cur, paired, rules) if ev.gain_floor is not None else None))
     return out
 
 

@@ -20,6 +20,11 @@ interleaved request by request (load.pairing = "requests"), the gain's interval 
 them pair by pair, so the machine's speed, which moved both, cancels from it too. A case measured on more than
 one server start (a fresh-server confirmation) is compared on every start
 (:func:`specperf.analysis.judge.fresh_start.replicated`).
+
+Under ``[load] reference = "bracket"`` the no-spec trials are not paired but the reference
+blocks that bracket the config (:mod:`specperf.analysis.bracket`): the two sides are
+resampled independently, the gain's interval is widened by half the drift between the
+blocks, and each server start is judged against its own blocks.
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from specperf.analysis.bracket import (
+    BlockDrift,
+    blocks_of,
+    bracketed,
+    by_spec_start,
+    pooled_level,
+    starts_drift,
+    widen,
+)
 from specperf.analysis.judge.fresh_start import replicated
 from specperf.analysis.samples import (
     interleaved,
@@ -49,7 +63,8 @@ from specperf.analysis.stats import (
 from specperf.config.rules import RELATIVE_TPOT
 from specperf.schemas import CaseResult, CompareRules
 
-__all__ = ["GAIN_METRIC", "RELATIVE_METRIC", "gain_vs_baseline", "gain_vs_floor", "split_starts"]
+__all__ = ["GAIN_METRIC", "RELATIVE_METRIC", "gain_drift", "gain_vs_baseline", "gain_vs_floor",
+           "split_starts"]
 
 GAIN_METRIC = "TPOT gain"
 RELATIVE_METRIC = "TPOT vs no-spec"
@@ -57,7 +72,10 @@ RELATIVE_METRIC = "TPOT vs no-spec"
 
 def split_starts(spec: CaseResult, nospec: CaseResult) -> list[tuple[CaseResult, CaseResult]]:
     """The (spec, paired no-spec) trials of each server start of the spec case. A paired
-    no-spec trial runs just before its spec trial, so the two lists align by position."""
+    no-spec trial runs just before its spec trial, so the two lists align by position;
+    bracketed, each start's blocks carry its start (analysis.bracket)."""
+    if bracketed(nospec):
+        return by_spec_start(spec, nospec)
     starts = starts_of(spec.trials)
     if len(set(starts)) < 2 or len(nospec.trials) != len(spec.trials):
         return [(spec, nospec)]
@@ -74,11 +92,30 @@ def _tpots(spec: CaseResult, nospec: CaseResult, rules: CompareRules
     """Spec and no-spec TPOTs, the kind of samples, and whether the i-th of each side ran
     beside the other (interleaved: trial i beside trial i, request i beside request i)."""
     paired = interleaved(spec, nospec)
+    if bracketed(nospec):
+        by_trial = _by_trial(spec, nospec, rules)
+        pick = per_trial if by_trial else per_request
+        return pick(spec, "tpot"), pick(nospec, "tpot"), "trials" if by_trial else "requests", False
     if min(len(spec.trials), len(nospec.trials)) >= rules.min_trials:
         return per_trial(spec, "tpot"), per_trial(nospec, "tpot"), "trials", paired
     if paired:
         return *paired_requests(spec, nospec, "tpot"), "requests", True
     return per_request(spec, "tpot"), per_request(nospec, "tpot"), "requests", False
+
+
+def _by_trial(spec: CaseResult, nospec: CaseResult, rules: CompareRules) -> bool:
+    """Bracketed: per trial when the spec case and each of its blocks have min_trials."""
+    blocks = blocks_of(nospec)
+    return bool(blocks) and min(len(spec.trials), *(len(b.trials) for b in blocks)) >= rules.min_trials
+
+
+def gain_drift(spec: CaseResult, nospec: CaseResult | None,
+               rules: CompareRules) -> BlockDrift | None:
+    """The drift between the no-spec blocks bracketing the case (the widest of its
+    starts'); None when its no-spec trials were measured beside it, not in blocks."""
+    if nospec is None or not bracketed(nospec):
+        return None
+    return starts_drift(by_spec_start(spec, nospec), _by_trial(spec, nospec, rules))
 
 
 def _finite(values: Sequence[float]) -> int:
@@ -96,6 +133,9 @@ def _floor_once(spec: CaseResult, nospec: CaseResult, floor: float,
     gain = _median(n) / _median(s) if _median(s) > 0 else math.nan
     ci = ratio_ci(n, s, statistic="median", confidence=rules.confidence,
                   n_resamples=rules.n_resamples, seed=rules.seed, min_samples=5, paired=paired)
+    drift = gain_drift(spec, nospec, rules)
+    if ci is not None and drift is not None:
+        ci = widen(ci, drift)
     pct = f"{rules.confidence * 100:g} %"
     if ci is None or not math.isfinite(gain):
         verdict = Verdict.INCONCLUSIVE
@@ -105,6 +145,9 @@ def _floor_once(spec: CaseResult, nospec: CaseResult, floor: float,
     else:
         lo, hi = ci
         how = f"{kind}, resampled pair by pair" if paired else kind
+        if drift is not None:
+            how = (f"{kind}, no-spec from the blocks bracketing the config ({drift.describe()}), "
+                   "the interval widened by half that drift")
         head = (f"{GAIN_METRIC} {gain:.2f}× ({pct} CI {lo:.2f}–{hi:.2f}×; no-spec median TPOT "
                 f"{_median(n):.2f} ms / spec {_median(s):.2f} ms, same run, {how})")
         if lo > floor:
@@ -155,18 +198,25 @@ def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult
     by_trial = min(len(spec.trials), len(nospec.trials),
                    *(min(len(s.trials), len(n.trials)) for s, n in runs)) >= rules.min_trials
     kind = "trials" if by_trial else "requests"
-    base_runs = [relative_tpot(s, n, by_trial) for s, n in runs]
+    base_runs = [_relative(s, n, by_trial) for s, n in runs]
     base = [v for values in base_runs for v in values]
     spread = (spreads or KeptSpreads()).for_case(
         RELATIVE_TPOT, kind, base_spec.case.id,
         own_spread(base_runs, statistic="median", kind=kind))
 
     def once(s: CaseResult, n: CaseResult, n_starts: int = 1) -> Comparison:
-        c = compare_samples(RELATIVE_METRIC, base, relative_tpot(s, n, by_trial),
+        args = spread_args(spread, len(base_runs))
+        drift = gain_drift(s, n, rules)
+        if drift is not None:
+            # The no-spec level during the config is known to half the blocks' drift: one
+            # more offset of the run's relative values, beside the kept runs' spread.
+            args["between_run_sd"] = math.hypot(float(args["between_run_sd"] or 0.0),
+                                                drift.half_log)
+        c = compare_samples(RELATIVE_METRIC, base, _relative(s, n, by_trial),
                             direction=Direction.LOWER_IS_BETTER, min_effect=rule.min_effect,
                             alpha=rules.alpha, statistic="median", confidence=rules.confidence,
                             n_resamples=rules.n_resamples, seed=rules.seed,
-                            current_runs=n_starts, **spread_args(spread, len(base_runs)))
+                            current_runs=n_starts, **args)  # type: ignore[arg-type]
         gains = ""
         if c.baseline > 0 and c.current > 0:
             gains = f" (gain {1 / c.baseline:.2f}× in the baseline → {1 / c.current:.2f}×)"
@@ -174,6 +224,18 @@ def gain_vs_baseline(spec: CaseResult, nospec: CaseResult, base_spec: CaseResult
 
     pairs = split_starts(spec, nospec)
     return _replicate(once(spec, nospec, len(pairs)), pairs, once), kind
+
+
+def _relative(spec: CaseResult, nospec: CaseResult, by_trial: bool) -> list[float]:
+    """Spec TPOT / no-spec TPOT: against the paired trials (samples.relative_tpot), or,
+    bracketed, against the pooled blocks' median (there are no pairs)."""
+    if not bracketed(nospec):
+        return relative_tpot(spec, nospec, by_trial)
+    ref = pooled_level(nospec, by_trial)
+    if not ref > 0:
+        return []
+    values = per_trial(spec, "tpot") if by_trial else per_request(spec, "tpot")
+    return [v / ref for v in values if math.isfinite(v)]
 
 
 def _replicate(pooled: Comparison, pairs: list[tuple[CaseResult, CaseResult]],

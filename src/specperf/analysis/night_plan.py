@@ -8,7 +8,8 @@ concurrencies, the trial plan's first step: specperf.engine.trial_plan), the war
 another: specperf.engine.load), the no-spec reference trials (``[load] reference``:
 "beside", a paired no-spec trial next to each spec trial at the TPOT-gain gate's
 concurrencies; "bracket", no-spec on its own server in blocks of ``repeats`` trials at
-those concurrencies, first, after every :data:`BRACKET_EVERY` spec configs and last), and
+those concurrencies, first, after every ``[load] bracket_every`` spec configs and last,
+as specperf.engine.bracket schedules them), and
 a reserve for what is not known in advance (retries of inconclusive cases, fresh-server
 confirmations).
 
@@ -32,7 +33,6 @@ from specperf.config.shards import shard_config_ids
 from specperf.schemas import Baseline, Case, CaseResult
 
 __all__ = [
-    "BRACKET_EVERY",
     "DEFAULTS",
     "RESERVE_FRACTION",
     "Defaults",
@@ -41,9 +41,6 @@ __all__ = [
     "night_plan",
 ]
 
-#: "bracket": a no-spec block after every this many spec configs (and first and last).
-#: The bracket measurer's own rule, when it lands, replaces this figure.
-BRACKET_EVERY = 3
 #: Room for what the plan cannot know in advance: --perf-retry-inconclusive's +2 trials a
 #: round on an inconclusive case (up to 3 × repeats) and fresh-server confirmations (a
 #: start and the case's trials again). 15 % pays for about one case in seven getting one
@@ -213,7 +210,7 @@ def night_plan(profile: Profile, shards: int = 1, *, baseline: Baseline | None =
                         warmups += 1
                         s_warm += dur.warmup_s(nospec)
             else:
-                blocks = 1 + math.ceil(len(specs) / BRACKET_EVERY)
+                blocks = 1 + math.ceil(len(specs) / profile.load.bracket_every)
                 # Shard 1's first block is no-spec's own cases, counted above.
                 extra = blocks - (1 if nospec.id in ids else 0)
                 starts += extra
@@ -252,7 +249,7 @@ def night_plan(profile: Profile, shards: int = 1, *, baseline: Baseline | None =
     if profile.load.reference == "bracket":
         assumptions.append(
             f"bracket: a no-spec block (own server start, {reps} trials at each TPOT-gain "
-            f"concurrency) first, after every {BRACKET_EVERY} spec configs and last")
+            f"concurrency) first, after every {profile.load.bracket_every} spec configs and last")
     if profile.scenarios.configs():
         assumptions.append("[scenarios] are not in the plan (run apart: -k <scenario>)")
     return NightPlan(profile=profile.name, hardware_id=hardware_id,

@@ -151,6 +151,15 @@ class Load(_Strict):
         "beside", description="where the no-spec reference of the TPOT gain is measured: beside "
                               "each spec server (two servers up) or in blocks bracketing the "
                               "spec configs (one server up at a time)")
+    # reference = "bracket": a no-spec block after every this many spec configs (and one
+    # before the first, one after the last). Three: a spec config's gain is then judged
+    # against blocks at most three configs' measurement apart (the drift between them
+    # widens its interval: docs/statistics.md, "The bracketed gain"), while a matrix of
+    # ten spec configs pays five no-spec blocks instead of ten configs' paired trials. It
+    # decides when no-spec is measured, not what a trial measures: not in the hash.
+    bracket_every: int = Field(
+        3, ge=1, description="reference = \"bracket\": a no-spec block after every this many "
+                             "spec configs (and before the first, after the last)")
 
     # Fewer requests where TPOT is steady (#53): at c = 1 a trial's requests run one after
     # another, so a trial of 64 costs 64 whole requests of wall time (11.8 min at c = 1 on
@@ -449,6 +458,31 @@ class Profile(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _bracket_has_one_server(self) -> Profile:
+        # A pinned-acceptance twin runs a trial right after each of its config's own, on a
+        # second server up beside it: the one thing reference = "bracket" promises never
+        # to do. Refused rather than serialised: a twin trial minutes away from its
+        # config's would no longer see the same drift, which is what the attribution needs.
+        if self.load.reference != "bracket":
+            return self
+        twins = [c.id for c in self.server_configs if c.pinned_acceptance]
+        if twins:
+            raise ValueError(
+                f"[load] reference = \"bracket\" keeps one vLLM server up at a time, but "
+                f"server config(s) {', '.join(twins)} set pinned_acceptance = true, whose twin "
+                "server runs beside its config's — fix: remove pinned_acceptance from them, "
+                "or use reference = \"beside\"")
+        return self
+
+    @property
+    def judges_after_matrix(self) -> bool:
+        """Whether the judged items (TPOT gain, latency, throughput) run after every
+        config's cases, and flags are measured again only then: [compare]
+        confirm_after_matrix, or reference = "bracket", whose gains need the no-spec block
+        measured after their config (engine.bracket)."""
+        return self.compare.confirm_after_matrix or self.load.reference == "bracket"
+
+    @model_validator(mode="after")
     def _consistent(self) -> Profile:
         ids = [c.id for c in self.server_configs]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -606,8 +640,9 @@ class Profile(_Strict):
                                        "server_env_inherit", "hardware"}
     # The contention guard decides which attempts are kept and when they start, not what
     # an attempt measures.
+    # bracket_every decides when the no-spec blocks run, not what a trial measures.
     _UNMEASURED_LOAD: ClassVar[set[str]] = {"max_outside_cores", "contended_retries",
-                                            "busy_wait_s"}
+                                            "busy_wait_s", "bracket_every"}
 
     def hash(self) -> str:
         """Stable hash of everything that changes what is measured, for the whole matrix."""

@@ -35,7 +35,8 @@ from specperf.schemas import FreshServerConfirmation
 if TYPE_CHECKING:
     from specperf.analysis.judge.follow_up import FollowUp
 
-__all__ = ["Flag", "confirm_on_fresh_server", "flag_ids", "flags", "measure_flags_again"]
+__all__ = ["Flag", "confirm_on_fresh_server", "flag_ids", "flags", "measure_flags_again",
+           "merge_flags"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,17 @@ class Flag:
 def flag_ids(config_id: str, flagged: Mapping[int, Flag]) -> str:
     """'draft-k2-c1 TPOT, E2E; draft-k2-c4 TPOT': the flags, as the console names them."""
     return "; ".join(f"{config_id}-c{c} {', '.join(f.metrics)}" for c, f in flagged.items())
+
+
+def merge_flags(waiting: Mapping[int, Flag], raised: Mapping[int, Flag]) -> dict[int, Flag]:
+    """Flags raised later (a bracketed gain, once its blocks ran) joined to the ones
+    already waiting: one flag per case, every metric once, the most trials."""
+    out = dict(waiting)
+    for c, f in raised.items():
+        old = out.get(c)
+        out[c] = f if old is None else Flag(tuple(dict.fromkeys((*old.metrics, *f.metrics))),
+                                            max(old.trials, f.trials))
+    return out
 
 
 def _judge(concs: Sequence[int]) -> Generator[PlanStep, PlanFeedback, Mapping[int, FollowUp | None]]:

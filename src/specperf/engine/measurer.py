@@ -13,13 +13,20 @@ paired comparison sees the same drift on both sides, and the pairs are the sampl
 the gain. Under load.pairing = "requests" the two trials at concurrency 1 are one:
 their requests alternate server by server (TrialRunner.interleaved_trials), so both
 sides see the same seconds of the machine.
+
+Bracketing (load.reference = "bracket"): never two servers up (the pool stops every other
+server before it starts one). A spec config's no-spec reference is then measured in
+blocks on the no-spec server alone, before the config's server starts and after it
+stops (:mod:`specperf.engine.bracket` says when); its gain is judged only once the block
+after it ran (:meth:`CaseMeasurer.close_brackets`, after the matrix), and a flag raised
+then is measured again on a fresh server between fresh blocks of its own.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from specperf.analysis import outside_load
@@ -27,8 +34,9 @@ from specperf.analysis.aggregate import case_result
 from specperf.analysis.attribution import pinned_rates
 from specperf.config.profile import Profile, ServerConfig
 from specperf.engine.baseline_context import BaselineContext
+from specperf.engine.bracket import BracketSchedule, ReferenceBlocks
 from specperf.engine.clock import RESTARTS, RunClock
-from specperf.engine.confirmation import flag_ids, measure_flags_again
+from specperf.engine.confirmation import Flag, flag_ids, measure_flags_again, merge_flags
 from specperf.engine.observer import RunObserver
 from specperf.engine.plan_steps import PlanFeedback, PlanStep, TrialSpec, carry_out
 from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_line
@@ -77,6 +85,9 @@ class _ConfigRun:
     #: config's own (None: the config has no twin this run).
     twin: VllmServer | None = None
     twin_trials: dict[int, list[Trial]] = field(default_factory=dict)
+    #: Concurrencies whose gain is judged against the no-spec blocks around the config
+    #: (load.reference = "bracket"; ``paired`` is then empty).
+    bracketed: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -130,6 +141,24 @@ class CaseMeasurer:
     pinned: dict[Case, CaseResult] = field(default_factory=dict)
     pinned_rates: dict[str, list[float]] = field(default_factory=dict)
     pinned_errors: dict[str, str] = field(default_factory=dict)
+    #: load.reference = "bracket": when the no-spec blocks run (None: beside), and the
+    #: bracketed configs' state, kept to judge their gains once the block after them ran.
+    schedule: BracketSchedule | None = None
+    blocks: ReferenceBlocks | None = None
+    bracket_runs: dict[str, _ConfigRun] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # getattr: a measurer built for one of its parts alone has no profile to read.
+        load = getattr(self.profile, "load", None)
+        if load is not None and load.reference == "bracket":
+            self.schedule = BracketSchedule(self.profile.load.bracket_every)
+            self.blocks = ReferenceBlocks(
+                self.profile, self.pool, self.schedule, self.repeats,
+                lambda: sorted({c.concurrency for c in self.tpot_gain_wanted}), self.say)
+
+    def _measure_block(self, why: str) -> None:
+        assert self.blocks is not None
+        self.blocks.measure(why, self.runner)
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         """Concurrencies at which this spec config runs paired no-spec trials: where a
@@ -156,6 +185,8 @@ class CaseMeasurer:
                 self.pool.stop(run.twin.config_id)
             raise self._failed(run, exc) from exc
         self._finish(run, outcome)
+        if run.bracketed and self.schedule is not None:
+            self.schedule.spec_done()
         if run.twin is not None:
             self.pool.stop(run.twin.config_id)
         if outcome.deferred:
@@ -221,9 +252,16 @@ class CaseMeasurer:
 
     def _begin(self, case: Case) -> _ConfigRun:
         cfg = self.profile.config(case.config_id)
-        server = self.pool.server_for(case.config_id)
         concs = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
         paired = self.paired_concurrencies(cfg, concs)
+        bracketed: list[int] = []
+        if self.schedule is not None and paired:
+            bracketed, paired = paired, []
+            if self.schedule.due():
+                first = not self.schedule.blocks
+                self._measure_block("before the first spec config" if first else
+                                    f"after {self.schedule.since_block} spec configs")
+        server = self.pool.server_for(case.config_id)
         nospec: VllmServer | None = None
         if paired and self.profile.nospec is not None:
             try:
@@ -233,7 +271,10 @@ class CaseMeasurer:
                     self.paired_errors[Case(config_id=cfg.id, concurrency=c)] = str(exc)
                 paired = []
         run = _ConfigRun(cfg, server, {c: [] for c in concs}, {c: [] for c in paired},
-                         nospec, server.version, current=case)
+                         nospec, server.version, current=case, bracketed=bracketed)
+        if bracketed and self.schedule is not None:
+            self.schedule.spec_started(cfg.id, 0)
+            self.bracket_runs[cfg.id] = run
         if cfg.id in self.attribute:
             run.twin = self._start_twin(cfg, concs)
             run.twin_trials = {c: [] for c in concs} if run.twin is not None else {}
@@ -277,7 +318,7 @@ class CaseMeasurer:
             run.cfg.id, list(run.trials), self.repeats,
             retry_cap=self.retry_cap if judged else None,
             confirm=judged and rules.confirm_on_fresh_server,
-            confirm_later=rules.confirm_after_matrix,
+            confirm_later=self.profile.judges_after_matrix,
         )
 
     def _carry_out(self, run: _ConfigRun,
@@ -293,6 +334,12 @@ class CaseMeasurer:
         def judge(concs: tuple[int, ...]) -> dict[int, FollowUp | None]:
             # Here: compare loads scipy, which only a run that compares as it goes needs.
             from specperf.analysis.judge.follow_up import follow_up_of_comparison
+
+            if (self.schedule is not None and run.bracketed and run.start is not None
+                    and self.schedule.bracket(run.cfg.id, run.start)[1] is None):
+                # A fresh start's gain needs fresh no-spec trials after it too (the pool
+                # stops the spec server first).
+                self._measure_block(f"after {run.cfg.id}'s fresh start")
 
             return {c: None if cc is None else follow_up_of_comparison(cc)
                     for c, cc in compare(concs).items()}
@@ -342,6 +389,11 @@ class CaseMeasurer:
         again. Returns why the fresh server did not start, if it did not."""
         for c in concurrencies:
             run.trials[c] = [t.model_copy(update={"server_start": 0}) for t in run.trials[c]]
+        if self.schedule is not None and run.bracketed:
+            # Bracketed, the fresh start has fresh no-spec blocks of its own, before and
+            # after it (one server up at a time: the spec server stops first).
+            self.pool.stop(run.cfg.id)
+            self._measure_block(f"before {run.cfg.id}'s fresh start")
         try:
             # The stop and the start are the restart's (whole), not a shutdown and a start.
             with self.clock.phase(RESTARTS, whole=True):
@@ -349,7 +401,67 @@ class CaseMeasurer:
         except ServerError as exc:
             return exc.cause
         run.start = 1
+        if self.schedule is not None and run.bracketed:
+            self.schedule.spec_started(run.cfg.id, 1)
         return None
+
+    # -- the no-spec reference blocks (load.reference = "bracket") --------------------
+
+    def close_brackets(self) -> None:
+        """After the matrix: the closing block (if a spec config ran since the last), then
+        every bracketed config's cases judged against the blocks around them; a flag raised
+        now waits with the others to be measured again on a fresh server."""
+        if self.schedule is None or self.schedule.closed:
+            return
+        if self.schedule.open:
+            self._measure_block("after the last spec config")
+        self.schedule.closed = True
+        for run in self.bracket_runs.values():
+            self._judge_bracketed(run)
+
+    def _judge_bracketed(self, run: _ConfigRun) -> None:
+        from specperf.analysis.judge.follow_up import follow_up_of_comparison
+
+        reference = self._reference(run)
+        flagged: dict[int, Flag] = {}
+        for c in run.bracketed:
+            case = Case(config_id=run.cfg.id, concurrency=c)
+            result = self.results.get(case)
+            if result is None:
+                continue  # its measurement failed, and says why
+            paired = self._paired_result(run, c)
+            if paired is None:
+                _, missing = self._bracket_trials(run, c)
+                self.paired_errors[case] = (f"no no-spec reference block brackets it "
+                                            f"({missing or 'none measured'})")
+                continue
+            self.paired[case] = paired
+            judged = self.comparisons[case] = self._judge(result, paired, reference)
+            if judged is not None and self.profile.compare.confirm_on_fresh_server:
+                follow = follow_up_of_comparison(judged)
+                if follow.flagged:
+                    flagged[c] = Flag(tuple(follow.flagged), follow.trials)
+        if flagged:
+            self._defer(run, flagged)
+
+    def _defer(self, run: _ConfigRun, flagged: dict[int, Flag]) -> None:
+        """Flags raised against the blocks join the config's waiting ones (or wait anew)."""
+        self.say(f"specperf: flagged as a regression ({flag_ids(run.cfg.id, flagged)}): "
+                 "measured again on a fresh vLLM server between fresh no-spec blocks")
+        pending = self.pending.get(run.cfg.id)
+        if pending is None:
+            retries = {c: r.retry for c in run.trials
+                       if (r := self.results.get(Case(config_id=run.cfg.id, concurrency=c)))
+                       is not None and r.retry is not None}
+            self.pending[run.cfg.id] = _Pending(run, PlanOutcome(retries, deferred=flagged),
+                                                time.monotonic())
+            return
+        pending.outcome = replace(pending.outcome,
+                                  deferred=merge_flags(pending.outcome.deferred, flagged))
+
+    def _bracket_trials(self, run: _ConfigRun, c: int) -> tuple[list[Trial], str | None]:
+        assert self.schedule is not None
+        return self.schedule.trials_for(run.cfg.id, run.trials[c], c)
 
     def gain_floor(self, case: Case) -> float | None:
         """The floor of a case's paired TPOT gain; None when it has no TPOT-gain gate."""
@@ -375,7 +487,7 @@ class CaseMeasurer:
 
         ctx = self.baselines()
         now, then = {}, {}
-        for c in run.paired:
+        for c in (*run.paired, *run.bracketed):
             case = Case(config_id=run.cfg.id, concurrency=c)
             cur, base = self._paired_result(run, c), ctx.paired(case)
             if cur is not None and base is not None:
@@ -384,6 +496,15 @@ class CaseMeasurer:
 
     def _paired_result(self, run: _ConfigRun, c: int) -> CaseResult | None:
         p = self.profile
+        if self.schedule is not None and c in run.bracketed and p.nospec is not None:
+            # The blocks around each of the config's starts; none while one is still open.
+            trials, _ = self._bracket_trials(run, c)
+            if not trials:
+                return None
+            record = self.pool.records.get(p.nospec.id)
+            version = record.vllm_version if record is not None else None
+            return case_result(Case(config_id=p.nospec.id, concurrency=c), p.nospec, trials,
+                               version or run.version, p.config_hash(p.nospec))
         if c not in run.paired or p.nospec is None or run.nospec is None or not run.paired[c]:
             return None
         return case_result(Case(config_id=p.nospec.id, concurrency=c), p.nospec, run.paired[c],

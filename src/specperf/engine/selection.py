@@ -131,9 +131,10 @@ class CaseSelection:
 
     @property
     def judged_after_matrix(self) -> bool:
-        """[compare] confirm_after_matrix: flags are measured again after every config's
+        """[compare] confirm_after_matrix, or load.reference = "bracket" (a gain needs the
+        no-spec block after its config): flags are measured again after every config's
         cases, so the items that read the comparison run after the matrix."""
-        return self.profile.compare.confirm_after_matrix
+        return self.profile.judges_after_matrix
 
     def needed_configs(self, kind: str, case: Case) -> list[str]:
         """Server configs an item of this kind needs up: its own, and for the paired
@@ -147,7 +148,10 @@ class CaseSelection:
         nospec = self.profile.nospec
         cfg = self.profile.config(case.config_id)
         wanted = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
-        paired = nospec is not None and bool(self.paired_concurrencies(cfg, wanted))
+        # Bracketed, no item needs the no-spec server beside its own: the measurer runs the
+        # no-spec blocks on it alone (engine.bracket).
+        paired = (nospec is not None and self.profile.load.reference == "beside"
+                  and bool(self.paired_concurrencies(cfg, wanted)))
         own = [case.config_id]
         if (self.judged_after_matrix and kind in JUDGED_KINDS
                 and case.config_id in self.matrix_configs):

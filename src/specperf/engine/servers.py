@@ -133,10 +133,15 @@ class ServerPool:
     #: The devices servers reserve memory on (None: no GPU, nothing to check): nvidia-smi
     #: by default; tests give a stand-in of vLLM's device memory check.
     devices: Callable[[], DeviceInventory | None] = gpu_inventory
+    #: One server up at a time (load.reference = "bracket"): every other server of the
+    #: pool is stopped before one starts, whoever asked for it.
+    exclusive: bool = False
 
     def __post_init__(self) -> None:
         if self.observer is None:
             self.observer = LineObserver(self.say)
+        if self.profile.load.reference == "bracket":
+            self.exclusive = True
 
     @property
     def view(self) -> RunObserver:
@@ -179,6 +184,11 @@ class ServerPool:
                 self.record_error(config_id, exc)
                 raise
             return server
+        if self.exclusive:
+            for other in [cid for cid in self.servers if cid != config_id]:
+                self.say(f"specperf: one vLLM server at a time ([load] reference = \"bracket\"): "
+                         f"stopping {other} before {config_id} starts")
+                self.stop(other)
         with self.clock.phase(SERVER_STARTS):
             return self._start(config_id)
 

@@ -265,6 +265,12 @@ class PerfSession:
                 f"get, and every case already gets {self.repeats} (repeats) — give a larger "
                 "cap, or none for the default "
                 f"({RETRY_CAP_FACTOR} × repeats = {RETRY_CAP_FACTOR * self.repeats})")
+        if self.options.attribute and self.profile.load.reference == "bracket":
+            raise SessionError(
+                f"--perf-attribute: profile {self.profile.name!r} sets [load] reference = "
+                "\"bracket\" (one vLLM server at a time), and a pinned-acceptance twin runs "
+                "beside its config's server — fix: drop --perf-attribute, or use reference = "
+                "\"beside\"")
         # Before any server starts: servers that would be up together on one device and
         # cannot both reserve their share of it (specperf.engine.device_fit).
         why = memory_refusal(self.profile, self.options.baselines_dir,
@@ -351,10 +357,14 @@ class PerfSession:
         selected config not measured yet is measured now (its server stopped after, unless
         it is the no-spec one the others pair with), then every waiting flag is measured
         again on a fresh server. A config that cannot be measured is left to its own
-        items, which say why."""
-        if not self.measurer.pending:
+        items, which say why. Bracketed (load.reference = "bracket"), the matrix is
+        measured whatever waits, then its closing no-spec block, and the gains are judged
+        against their blocks (flags raised then wait too) before the flags are measured."""
+        measurer = self.measurer
+        bracket = measurer.schedule is not None and not measurer.schedule.closed
+        if not measurer.pending and not bracket:
             return
-        nospec = self.profile.nospec
+        nospec = self.profile.nospec if not bracket else None
         for cfg in self.plan.ordered_configs():
             concs = self.plan.wanted.get(cfg.id)
             if not concs or self.measurer.measured(cfg.id):
@@ -366,7 +376,8 @@ class PerfSession:
             finally:
                 if nospec is None or cfg.id != nospec.id:
                     self.pool.stop(cfg.id)
-        self.measurer.confirm_pending()
+        measurer.close_brackets()
+        measurer.confirm_pending()
 
     def abandon_pending(self, *, interrupted: bool) -> None:
         """At the end of the run: flags that no judged item came to measure again keep the

@@ -8,7 +8,6 @@ import math
 import pytest
 
 from specperf.analysis.night_plan import (
-    BRACKET_EVERY,
     DEFAULTS,
     RESERVE_FRACTION,
     night_plan,
@@ -114,12 +113,30 @@ def test_shards_are_the_suite_s_split() -> None:
     assert sorted(everyone) == sorted(c.id for c in profile.server_configs)
 
 
+def _blocks_the_measurer_runs(spec_configs: int, every: int) -> int:
+    """How many no-spec blocks specperf.engine.bracket's schedule runs around this many
+    spec configs: the plan must count what the measurer does."""
+    from specperf.engine.bracket import Block, BracketSchedule
+
+    schedule = BracketSchedule(every)
+    for i in range(spec_configs):
+        if schedule.due():
+            schedule.add_block(Block(len(schedule.blocks)))
+        schedule.spec_started(f"spec{i}", 0)
+        schedule.spec_done()
+    if schedule.open:
+        schedule.add_block(Block(len(schedule.blocks)))
+    return len(schedule.blocks)
+
+
 def test_bracket_blocks_first_every_few_and_last() -> None:
     profile = load_profile("a100-qwen3-32b", REPO_ROOT)
     plan = night_plan(profile, 2, baseline=load_baseline(A100_BASELINE), accelerator="gpu")
     for s in plan.shards:
         specs = [c for c in s.configs if c != "nospec"]
-        assert s.reference_blocks == 1 + math.ceil(len(specs) / BRACKET_EVERY)
+        every = profile.load.bracket_every
+        assert s.reference_blocks == 1 + math.ceil(len(specs) / every)
+        assert s.reference_blocks == _blocks_the_measurer_runs(len(specs), every)
     # Shard 1's first block is no-spec's own cases; shard 2 starts every block itself.
     one, two = plan.shards
     assert one.server_starts == len(one.configs) + one.reference_blocks - 1

@@ -164,6 +164,7 @@ HOLD_WORDS = {
     "sampled_acceptance": "; not decided: sampled at temperature > 0",
     "unproven_baseline": "(min_baseline_runs) a timing change needs",
     "beside_reference": "; but the machine itself ran slower",
+    "bracket_drift": "no-spec block",
     "not_confirmed": "; flagged on the first server start, ",
 }
 

@@ -112,6 +112,23 @@ def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path:
     assert alone.needed_configs("requests", self1) == ["self-k3"]
 
 
+def test_bracketed_no_item_needs_the_no_spec_server_beside_a_spec_one(tmp_path: Path) -> None:
+    """[load] reference = "bracket": the measurer runs the no-spec blocks on that server
+    alone, so no spec item keeps it up; the judged items run after the matrix (their
+    gains need the block after their config) whatever confirm_after_matrix says."""
+    plan = session(tmp_path).plan
+    # Load is frozen: the profile's own copy, as a profile with the key would load it.
+    load = plan.profile.load.model_copy(update={"reference": "bracket"})
+    object.__setattr__(plan.profile, "load", load)
+    assert not plan.profile.compare.confirm_after_matrix and plan.judged_after_matrix
+    c1 = Case(config_id="draft-k2", concurrency=1)
+    plan.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
+    needed = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
+    assert needed == {"requests": ["draft-k2"], "tpot_gain": [], "latency": []}
+    # The paired concurrencies are still the bracketed ones: the blocks measure there.
+    assert plan.paired_concurrencies(plan.profile.config("draft-k2"), [1, 2]) == [1]
+
+
 def test_a_scenario_item_needs_its_config_or_no_server_of_the_matrix(tmp_path: Path) -> None:
     plan = session(tmp_path).plan
     draft2 = Case(config_id="draft-k2", concurrency=2)

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specperf.analysis.bracket import BlockDrift
 from specperf.analysis.gate import SPECULATION_ON_METRIC
 from specperf.analysis.judge.fresh_start import fresh_start_disagreed, not_confirmed
 from specperf.analysis.judge.machine_reference import BesideReference
@@ -55,6 +56,9 @@ class HoldContext:
     current: CaseResult
     measured_baseline_runs: int | None = None
     reference: BesideReference | None = None
+    #: The drift between the no-spec blocks bracketing the case (reference = "bracket");
+    #: None when its no-spec trials ran beside it.
+    drift: BlockDrift | None = None
 
 
 #: (comparison, its detail, the case's context) → the text appended to the reason when the
@@ -184,6 +188,31 @@ def _beside_reference_note(ctx: HoldContext) -> str:
             f"{ref.case_id} took {_reference_moved(ref, ctx.rules)} against the baseline's")
 
 
+def _bracket_drift(m: Comparison, detail: MetricDetail, ctx: HoldContext) -> str | None:
+    # Bracketed (reference = "bracket"), the gain's no-spec side ran before and after the
+    # config, not beside it; its interval assumes the machine's speed moved monotonically
+    # between the blocks, which two blocks cannot show. A verdict on an effect smaller than
+    # the blocks' own disagreement is therefore not one: the effect is the distance from
+    # the floor (the gain) or the change against the baseline (TPOT vs no-spec); for
+    # "unchanged" against the baseline, the smallest change it rules out (min_effect).
+    drift = ctx.drift
+    if drift is None or detail.key not in WITHIN_RUN or m.verdict is Verdict.INCONCLUSIVE:
+        return None
+    if drift.drift is None:
+        return (f"; but only one no-spec block brackets this config ({drift.describe()}): "
+                "how far the machine's speed moved while it ran is unknown.")
+    if m.verdict is Verdict.UNCHANGED and m.min_effect > 0:
+        effect = m.min_effect
+    else:
+        effect = abs(m.ratio - 1) if math.isfinite(m.ratio) else 0.0
+    if drift.drift <= effect:
+        return None
+    return (f"; but the no-spec blocks bracketing this config disagree by more than the "
+            f"{effect * 100:.1f} % effect judged ({drift.describe()}): the machine's speed "
+            "moved as much as the effect while it ran — more trials per block, or blocks "
+            "closer together ([load] bracket_every), decide it.")
+
+
 #: The hold rules, in the order they are offered each comparison (docs/statistics.md, "The
 #: hold rules"). The first that holds a comparison decides it.
 HOLD_RULES: tuple[HoldRule, ...] = (
@@ -204,6 +233,10 @@ HOLD_RULES: tuple[HoldRule, ...] = (
              "an absolute timing REGRESSION that the no-spec trials measured beside the "
              "config explain: the machine itself ran slower", _beside_reference,
              note=_beside_reference_note),
+    HoldRule("bracket_drift",
+             "a TPOT gain or TPOT vs no-spec verdict (any) whose bracketing no-spec blocks "
+             "drifted by more than the effect judged, or that one block alone brackets "
+             "(reference = \"bracket\")", _bracket_drift),
     HoldRule("not_confirmed",
              "a timing REGRESSION flagged on the first server start whose fresh start was "
              "never measured", not_confirmed),

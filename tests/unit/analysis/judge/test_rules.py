@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from specperf.analysis.bracket import BlockDrift
 from specperf.analysis.judge import HOLD_RULES, HoldContext, apply_holds
 from specperf.analysis.judge.fresh_start import replicated
 from specperf.analysis.judge.machine_reference import BesideReference
@@ -61,7 +62,9 @@ def context(*active: str) -> HoldContext:
                            min_baseline_runs=2 if "unproven_baseline" in active else 1),
         current=unconfirmed_case() if "not_confirmed" in active else make_case(),
         measured_baseline_runs=1,
-        reference=slowed_reference() if "beside_reference" in active else None)
+        reference=slowed_reference() if "beside_reference" in active else None,
+        # The no-spec blocks around the config disagree by 50 %: more than any effect here.
+        drift=(BlockDrift((0, 1), (4.0, 6.0), 0.5) if "bracket_drift" in active else None))
 
 
 def regressions(*active: str) -> CaseComparison:
@@ -89,13 +92,14 @@ HOLDS_ALONE = {
     "sampled_acceptance": {"acceptance rate"},
     "unproven_baseline": {"TPOT"},            # not the gain against its floor
     "beside_reference": {"TPOT"},             # absolute timings only
+    "bracket_drift": {"TPOT gain"},           # the gain judged against its blocks only
     "not_confirmed": {"TPOT", "TPOT gain"},   # every timing flagged on one start
 }
 
 
 def test_the_rules_are_named_and_ordered_once() -> None:
     assert NAMES == ["fresh_start_disagreed", "sampled_acceptance", "unproven_baseline",
-                     "beside_reference", "not_confirmed"]
+                     "beside_reference", "bracket_drift", "not_confirmed"]
     assert set(HOLDS_ALONE) == set(NAMES)
 
 
@@ -189,3 +193,58 @@ def test_docs_table_lists_the_rules_in_their_order() -> None:
     rows = re.findall(r"^\| (\d) \| `(\w+)` \|", section, flags=re.M)
     assert [name for _, name in rows] == [r.name for r in HOLD_RULES]
     assert [int(n) for n, _ in rows] == list(range(1, len(HOLD_RULES) + 1))
+
+
+def _gain(verdict: Verdict, ratio: float, *, key: str = "tpot_gain",
+          min_effect: float = 0.0) -> CaseComparison:
+    metric = "TPOT gain" if key == "tpot_gain" else "TPOT vs no-spec"
+    return case_of((comparison(metric, verdict, ratio=ratio, ci=(ratio - 0.05, ratio + 0.05),
+                               direction=Direction.HIGHER_IS_BETTER, min_effect=min_effect),
+                    key, "requests"))
+
+
+def _drift(d: float | None) -> HoldContext:
+    medians = (4.0,) if d is None else (4.0, 4.0 * (1 + d))
+    return HoldContext(rules=CompareRules(), current=make_case(),
+                       drift=BlockDrift(tuple(range(len(medians))), medians, d))
+
+
+@pytest.mark.parametrize("verdict, ratio, drift, held", [
+    # The gain 1.30x its floor: a 10 % drift is smaller than the 30 % margin, 40 % is not.
+    (Verdict.UNCHANGED, 1.3, 0.10, False),
+    (Verdict.UNCHANGED, 1.3, 0.40, True),
+    # Below its floor by 20 %: the drift decides whether that stands.
+    (Verdict.REGRESSION, 0.8, 0.05, False),
+    (Verdict.REGRESSION, 0.8, 0.25, True),
+    # One block alone: the drift is unknown, every decided verdict waits.
+    (Verdict.UNCHANGED, 1.9, None, True),
+    # Already undecided: nothing to hold.
+    (Verdict.INCONCLUSIVE, 1.01, 0.40, False),
+])
+def test_bracket_drift_holds_a_gain_whose_blocks_moved_more_than_its_effect(
+        verdict: Verdict, ratio: float, drift: float | None, held: bool) -> None:
+    out = _gain(verdict, ratio)
+    apply_holds(out, _drift(drift))
+    (m,) = out.comparisons
+    assert (m.held_by == "bracket_drift") is held
+    assert (m.verdict is Verdict.INCONCLUSIVE) is (held or verdict is Verdict.INCONCLUSIVE)
+    if held:
+        assert "no-spec block" in m.reason
+
+
+def test_bracket_drift_against_the_baseline_weighs_unchanged_by_its_min_effect() -> None:
+    # TPOT vs no-spec "unchanged" rules out a change of min_effect (10 %): a 12 % drift
+    # between the blocks is larger than that, a 6 % one is not.
+    for drift, held in ((0.12, True), (0.06, False)):
+        out = _gain(Verdict.UNCHANGED, 1.01, key="tpot_vs_nospec", min_effect=0.10)
+        apply_holds(out, _drift(drift))
+        assert (out.comparisons[0].held_by == "bracket_drift") is held
+
+
+def test_bracket_drift_never_touches_absolute_timings_nor_a_beside_case() -> None:
+    out = case_of((comparison("TPOT", Verdict.REGRESSION), "tpot", "trials"))
+    apply_holds(out, _drift(0.5))
+    assert out.comparisons[0].held_by is None
+    out = _gain(Verdict.UNCHANGED, 1.3)
+    apply_holds(out, HoldContext(rules=CompareRules(), current=make_case()))
+    assert out.comparisons[0].held_by is None

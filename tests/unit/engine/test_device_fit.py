@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specperf.analysis.device_memory import DeviceInventory
-from specperf.config.profile import load_profile
+from specperf.config.profile import Profile, load_profile
 from specperf.engine.device_fit import device_inventory, memory_refusal, profile_hardware_id
 from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool
@@ -51,14 +51,18 @@ def test_a_profile_beside_on_one_card_is_refused_naming_configs_and_gib() -> Non
         assert part in why
 
 
-def _pool(tmp_path: Path, profile_name: str, devices: DeviceInventory) -> ServerPool:
-    return ServerPool(load_profile(profile_name, REPO_ROOT), tmp_path, tmp_path / "models",
-                      say=lambda m: None, devices=lambda: devices)
+def _pool(tmp_path: Path, profile: Profile, devices: DeviceInventory) -> ServerPool:
+    return ServerPool(profile, tmp_path, tmp_path / "models", say=lambda m: None,
+                      devices=lambda: devices)
 
 
 def test_the_pool_never_starts_a_server_that_cannot_fit_beside_those_up(tmp_path: Path) -> None:
     need_module("vllm")
-    pool = _pool(tmp_path, "a100-qwen3-32b", DeviceInventory(1, 80.0, "stand-in A100"))
+    # The a100 profile as it was before it used bracket: a pool of one server at a time
+    # would stop no-spec first (tests/unit/engine/test_bracket.py); this one must refuse.
+    a100 = load_profile("a100-qwen3-32b", REPO_ROOT)
+    beside = a100.model_copy(update={"load": a100.load.model_copy(update={"reference": "beside"})})
+    pool = _pool(tmp_path, beside, DeviceInventory(1, 80.0, "stand-in A100"))
     # The no-spec server, up (never started here: the guard reads which servers are up).
     pool.servers["nospec"] = VllmServer("nospec", [sys.executable], {}, tmp_path / "n.log",
                                         1, 1.0)

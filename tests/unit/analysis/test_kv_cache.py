@@ -7,7 +7,7 @@ import pytest
 
 from specperf.analysis.device_memory import DeviceInventory
 from specperf.analysis.kv_cache import KNOWN_CONFIGS, kv_warnings, model_shape
-from specperf.config.profile import load_profile
+from specperf.config.profile import Profile, load_profile
 from tests.support import REPO_ROOT
 
 A100 = DeviceInventory(1, 80.0, "stand-in A100 80 GB")
@@ -31,11 +31,21 @@ def test_weights_from_the_shape_are_an_estimate_near_the_published_size() -> Non
     assert shape.weight_bytes / 2 == pytest.approx(32.8e9, rel=0.01)  # Qwen3-32B: 32.8B
 
 
+def _at_utilization(profile: Profile, config_prefix: str, value: str) -> Profile:
+    configs = [c.model_copy(update={"serve_args": ["--gpu-memory-utilization", value]})
+               if c.id.startswith(config_prefix) else c for c in profile.server_configs]
+    return profile.model_copy(update={"server_configs": configs})
+
+
 def test_the_1_7b_draft_at_0_85_leaves_too_little_for_one_8192_token_sequence() -> None:
-    warnings = kv_warnings(load_profile("a100-qwen3-32b", REPO_ROOT), A100, _known)
+    # The published run's 0.85 (the a100 profile's until #53): vLLM would refuse to start.
+    a100 = load_profile("a100-qwen3-32b", REPO_ROOT)
+    warnings = kv_warnings(_at_utilization(a100, "qwen3-1.7b", "0.85"), A100, _known)
     flagged = sorted(w.split(":", 1)[0] for w in warnings)
     assert flagged == [f"qwen3-1.7b-k{k}" for k in range(1, 6)]
     assert all("8192-token" in w and "an estimate" in w for w in warnings)
+    # The shipped 0.9 holds one (≈ 5.8 GiB against 2.88).
+    assert kv_warnings(a100, A100, _known) == []
 
 
 def test_a_model_nobody_knows_is_said_unchecked() -> None:

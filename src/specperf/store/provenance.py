@@ -24,21 +24,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _nvidia_smi() -> list[tuple[str, str]] | None:
-    """(name, driver) of each GPU this process may use: nvidia-smi lists every GPU of the
-    machine, CUDA_VISIBLE_DEVICES says which of them vLLM will see (:func:`visible`)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
+def _query_gpus(exe: str, field: str, fmt: str) -> list[tuple[str, ...]] | None:
+    """nvidia-smi's rows of ``index,uuid,name,<field>`` for every GPU of the machine (each
+    split into at most four stripped parts), or None when it cannot say."""
     try:
         out = subprocess.run(  # noqa: S603 - fixed argument list
-            [exe, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
+            [exe, f"--query-gpu=index,uuid,name,{field}", fmt],
             capture_output=True, text=True, timeout=20, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    rows = [tuple(x.strip() for x in line.split(",", 3)) for line in out.splitlines()
+    return [tuple(x.strip() for x in line.split(",", 3)) for line in out.splitlines()
             if line.strip()]
+
+
+def _nvidia_smi() -> list[tuple[str, str]] | None:
+    """(name, driver) of each GPU this process may use: nvidia-smi lists every GPU of the
+    machine, CUDA_VISIBLE_DEVICES says which of them vLLM will see (:func:`visible`)."""
+    exe = shutil.which("nvidia-smi")
+    rows = _query_gpus(exe, "driver_version", "--format=csv,noheader") if exe else None
+    if exe is None or rows is None:
+        return None
     gpus = [(r[0], r[1], r[2], r[3] if len(r) > 3 else "") for r in rows if len(r) >= 3]
     cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cuda_visible is not None and "MIG-" in cuda_visible:
@@ -79,17 +85,9 @@ def gpu_memory() -> list[tuple[str, str, float]] | None:
     nvidia-smi (None without one): what a server's gpu_memory_utilization is a fraction
     of (vLLM reads the same total from CUDA)."""
     exe = shutil.which("nvidia-smi")
-    if exe is None:
+    rows = _query_gpus(exe, "memory.total", "--format=csv,noheader,nounits") if exe else None
+    if rows is None:
         return None
-    try:
-        out = subprocess.run(  # noqa: S603 - fixed argument list
-            [exe, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    rows = [tuple(x.strip() for x in line.split(",", 3)) for line in out.splitlines()
-            if line.strip()]
     gpus = [(r[0], r[1], r[2], r[3]) for r in rows if len(r) == 4]
     chosen = visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     found = []

@@ -128,3 +128,21 @@ def test_a_mig_device_is_a_gpu_named_by_its_mig_profile(tmp_path, monkeypatch) -
     assert provenance.detect_hardware()[0::2] == ("gpu-mig-x1", "gpu")
     assert provenance.gpu_present()
 
+
+
+def test_device_memory_is_read_for_the_gpus_this_process_may_use(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """What `specperf plan`, collection and the pool's guard size a device by: nvidia-smi's
+    memory.total (MiB) of the GPUs CUDA_VISIBLE_DEVICES leaves. No GPU here: an nvidia-smi
+    that answers the query as a two-A100 machine's does stands in."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\ncase "$*" in\n*memory.total*)\n'
+                   '  echo "0, GPU-aaaa, NVIDIA A100-SXM4-80GB, 81920"\n'
+                   '  echo "1, GPU-bbbb, NVIDIA A100-SXM4-40GB, 40960";;\n'
+                   '*) echo "0, GPU-aaaa, NVIDIA A100-SXM4-80GB, 550.54";;\nesac\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert provenance.gpu_memory() == [("0", "NVIDIA A100-SXM4-80GB", 81920.0),
+                                       ("1", "NVIDIA A100-SXM4-40GB", 40960.0)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert provenance.gpu_memory() == [("1", "NVIDIA A100-SXM4-40GB", 40960.0)]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from specperf.config.exits import Exit
 from tests.e2e.perf_process import run_perf
 from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 
@@ -92,7 +93,12 @@ def test_never_two_servers_and_the_gains_judged_against_the_blocks(
         watch.stop_event.set()
         watch.join()
     out = perf.out
-    assert perf.code == 0, out[-6000:]
+    # Nothing failed: 0, or 6 when a gain was undecided. Which of the two is the machine's
+    # to say: beside another e2e run (CI's parallel phase) the blocks drifted 25 % and the
+    # widened interval crossed the floor (INCONCLUSIVE, exit 6); quiet, both pass. A FAIL
+    # would need the widened interval wholly under 1.0×, which these drafts (1.2–1.7×
+    # quiet, docs/validation.md) do not give, and would start a confirmation's servers.
+    assert perf.code in (Exit.OK, Exit.INCONCLUSIVE), out[-6000:]
     # The watcher saw the servers (each start its own group), never two at once.
     assert watch.samples > 10 and len(watch.groups_seen) == 4, (watch.groups_seen, out[-3000:])
     assert watch.most == 1 and not watch.overlaps, watch.overlaps
@@ -109,6 +115,9 @@ def test_never_two_servers_and_the_gains_judged_against_the_blocks(
         assert sorted({t.reference_block for t in nospec.trials}) == [0, 1]
         (gain,) = [c for c in run.checks if c.gate == "tpot_gain" and c.case.config_id == cid]
         # Judged against the blocks: a verdict, or held by a named rule — never an error.
-        assert gain.outcome in ("pass", "fail", "inconclusive"), gain.message
+        assert gain.outcome in ("pass", "inconclusive"), gain.message
         assert "no-spec from the blocks bracketing the config" in gain.message, gain.message
         assert gain.outcome != "inconclusive" or gain.held_by in (None, "bracket_drift")
+    # The exit status is the verdicts': 6 exactly when a check was left undecided.
+    assert (perf.code == Exit.INCONCLUSIVE) == any(c.outcome == "inconclusive"
+                                                   for c in run.checks)

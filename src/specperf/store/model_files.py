@@ -4,7 +4,7 @@ server's KV cache from.
 
 The cache layout is huggingface_hub's: ``<cache>/models--<org>--<name>/snapshots/<commit>/``
 holding config.json and the ``*.safetensors`` files (symlinks to blobs), the cache being
-HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub.
+found by huggingface_hub's rule (specperf.store.hf_cache.hub_cache_dir: one home for it).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from specperf.store.hf_cache import hub_cache_dir
 
 __all__ = ["CachedModel", "cached_model", "hub_cache_dir"]
 
@@ -25,15 +27,6 @@ class CachedModel:
     #: Bytes of the *.safetensors files of the snapshot (None: none cached).
     weight_bytes: int | None
     where: Path
-
-
-def hub_cache_dir(env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    return Path("~/.cache/huggingface/hub").expanduser()
 
 
 def _snapshot(ref: str, cache: Path, revision: str | None) -> Path | None:
@@ -57,7 +50,9 @@ def cached_model(ref: str, cache: Path | None = None, revision: str | None = Non
                  ) -> CachedModel | None:
     """The model's config.json (and weight bytes) from a local directory or the hub
     cache, or None when neither has it (or it does not parse)."""
-    snap = _snapshot(ref, cache or hub_cache_dir(), revision)
+    cache = cache or hub_cache_dir(os.environ)
+    assert cache is not None  # given an environment, the rule always names a directory
+    snap = _snapshot(ref, cache, revision)
     if snap is None:
         return None
     try:

@@ -45,7 +45,6 @@ from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
 from specperf.engine.session import (
-    JUDGED_KINDS,
     KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
@@ -515,9 +514,6 @@ class PerfRun:
             return
         ps = self.session
         order = {c.id: n for n, c in enumerate(ps.plan.ordered_configs())}
-        # [compare] confirm_after_matrix: the judged items after every config's cases, so a
-        # flag is measured again on a fresh server minutes after it was raised.
-        judged = 2 if ps.plan.judged_after_matrix else 1
 
         def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
             _, kc = pair
@@ -529,7 +525,9 @@ class PerfRun:
                         len(KINDS) + TIME_SCENARIO_KINDS.index(kind))
             if kind in SCENARIO_KINDS:  # after the main matrix, on their own servers
                 return (3, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
-            group = judged if kind in JUDGED_KINDS else 1
+            # After the matrix (engine.after_matrix): the judged items after every config's
+            # cases, so a flag is measured again on a fresh server minutes after it was raised.
+            group = 2 if ps.after_matrix.waits(kind) else 1
             return (group, order[case.config_id], case.concurrency, KINDS.index(kind))
 
         perf_items.sort(key=key)  # stable: non-perf items keep their order, first

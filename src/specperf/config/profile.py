@@ -474,14 +474,6 @@ class Profile(_Strict):
                 "or use reference = \"beside\"")
         return self
 
-    @property
-    def judges_after_matrix(self) -> bool:
-        """Whether the judged items (TPOT gain, latency, throughput) run after every
-        config's cases, and flags are measured again only then: [compare]
-        confirm_after_matrix, or reference = "bracket", whose gains need the no-spec block
-        measured after their config (engine.bracket)."""
-        return self.compare.confirm_after_matrix or self.load.reference == "bracket"
-
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
         ids = [c.id for c in self.server_configs]

@@ -4,8 +4,9 @@ measured cases (memoised: a case's acceptance, latency and throughput tests shar
 measurement).
 
 Confirming later ([compare] confirm_after_matrix): the plan only names a config's flags;
-the config's state is kept (:class:`_Pending`) and :meth:`CaseMeasurer.confirm_pending`
-measures them on a fresh server once the session has measured every config's cases.
+the config's state waits with :class:`~specperf.engine.after_matrix.AfterMatrix`, which
+has them measured again (:meth:`CaseMeasurer.measure_again`) once every config's cases
+were measured.
 
 Pairing: a spec config with a selected TPOT-gain gate also runs a trial on the (still
 running) no-spec server just before each of its own trials at that concurrency, so the
@@ -18,15 +19,14 @@ Bracketing (load.reference = "bracket"): never two servers up (the pool stops ev
 server before it starts one). A spec config's no-spec reference is then measured in
 blocks on the no-spec server alone, before the config's server starts and after it
 stops (:mod:`specperf.engine.bracket` says when); its gain is judged only once the block
-after it ran (:meth:`CaseMeasurer.close_brackets`, after the matrix), and a flag raised
-then is measured again on a fresh server between fresh blocks of its own.
+after it ran (:meth:`CaseMeasurer.judge_bracketed`, which the after-matrix asks), and a
+flag raised then is measured again on a fresh server between fresh blocks of its own.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from specperf.analysis import outside_load
@@ -36,22 +36,23 @@ from specperf.config.profile import Profile, ServerConfig
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.bracket import BracketSchedule, ReferenceBlocks
 from specperf.engine.clock import RESTARTS, RunClock
-from specperf.engine.confirmation import Flag, flag_ids, measure_flags_again, merge_flags
+from specperf.engine.confirmation import Flag, measure_flags_again
 from specperf.engine.observer import RunObserver
 from specperf.engine.plan_steps import PlanFeedback, PlanStep, TrialSpec, carry_out
 from specperf.engine.server import LOG_TAIL_LINES, ServerError, VllmServer, one_line
 from specperf.engine.servers import ServerPool
 from specperf.engine.trial_plan import PlanOutcome, trial_plan
 from specperf.engine.trials import TrialRunner
-from specperf.schemas import Case, CaseResult, Trial
+from specperf.schemas import Case, CaseResult, FreshServerConfirmation, Trial
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
     from specperf.analysis.compare import BesideReference, CaseComparison
     from specperf.analysis.judge.follow_up import FollowUp
+    from specperf.engine.after_matrix import AfterMatrix
 
-__all__ = ["CaseMeasurer", "MeasureError"]
+__all__ = ["CaseMeasurer", "ConfigRun", "MeasureError"]
 
 Outcome = TypeVar("Outcome")
 
@@ -68,7 +69,7 @@ class MeasureError(RuntimeError):
 
 
 @dataclass
-class _ConfigRun:
+class ConfigRun:
     """The state of measuring one server config: its server, its trials so far."""
 
     cfg: ServerConfig
@@ -90,17 +91,7 @@ class _ConfigRun:
     bracketed: list[int] = field(default_factory=list)
 
 
-@dataclass
-class _Pending:
-    """A config whose flags wait for the other configs' cases: its state, the retries its
-    cases had, the flags, and when they were raised (time.monotonic)."""
-
-    run: _ConfigRun
-    outcome: PlanOutcome
-    flagged_at: float
-
-
-def _per_trial(run: _ConfigRun, c: int) -> int:
+def _per_trial(run: ConfigRun, c: int) -> int:
     """Trials run per trial of the case: its own, a paired no-spec one, a twin's."""
     return 1 + (c in run.paired) + (c in run.twin_trials)
 
@@ -128,8 +119,9 @@ class CaseMeasurer:
     measure_errors: dict[Case, str] = field(default_factory=dict)
     #: Where the run's time goes: a confirmation's restart is charged here.
     clock: RunClock = field(default_factory=RunClock)
-    #: Configs whose flags are measured again after the matrix, in measurement order.
-    pending: dict[str, _Pending] = field(default_factory=dict)
+    #: What waits for every config's cases (flags, bracketed gains), set by the session;
+    #: None: nothing waits (the flags are measured again at once).
+    after_matrix: AfterMatrix | None = None
     #: Each measured case judged: against the baseline and its paired TPOT gain (None:
     #: nothing to judge against).
     comparisons: dict[Case, CaseComparison | None] = field(default_factory=dict)
@@ -141,11 +133,9 @@ class CaseMeasurer:
     pinned: dict[Case, CaseResult] = field(default_factory=dict)
     pinned_rates: dict[str, list[float]] = field(default_factory=dict)
     pinned_errors: dict[str, str] = field(default_factory=dict)
-    #: load.reference = "bracket": when the no-spec blocks run (None: beside), and the
-    #: bracketed configs' state, kept to judge their gains once the block after them ran.
+    #: load.reference = "bracket": when the no-spec blocks run (None: beside).
     schedule: BracketSchedule | None = None
     blocks: ReferenceBlocks | None = None
-    bracket_runs: dict[str, _ConfigRun] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # getattr: a measurer built for one of its parts alone has no profile to read.
@@ -156,7 +146,7 @@ class CaseMeasurer:
                 self.profile, self.pool, self.schedule, self.repeats,
                 lambda: sorted({c.concurrency for c in self.tpot_gain_wanted}), self.say)
 
-    def _measure_block(self, why: str) -> None:
+    def measure_block(self, why: str) -> None:
         assert self.blocks is not None
         self.blocks.measure(why, self.runner)
 
@@ -179,48 +169,30 @@ class CaseMeasurer:
             raise MeasureError(self.measure_errors[case])
         run = self._begin(case)
         try:
-            outcome = self._carry_out(run, self._plan(run))
+            outcome = self.carry_out(run, self._plan(run))
         except Exception as exc:  # noqa: BLE001 - reported as the cases' failure
             if run.twin is not None:
                 self.pool.stop(run.twin.config_id)
             raise self._failed(run, exc) from exc
-        self._finish(run, outcome)
+        self.finish(run, outcome)
         if run.bracketed and self.schedule is not None:
             self.schedule.spec_done()
         if run.twin is not None:
             self.pool.stop(run.twin.config_id)
         if outcome.deferred:
-            self.pending[run.cfg.id] = _Pending(run, outcome, time.monotonic())
+            assert self.after_matrix is not None, "only a plan that confirms later defers"
+            self.after_matrix.wait(run, outcome)
         return self.results[case]
 
     def measured(self, config_id: str) -> bool:
         """Whether this config's cases were measured, or failed to be."""
         return any(c.config_id == config_id for c in (*self.results, *self.measure_errors))
 
-    def confirm_pending(self) -> None:
-        """Measure every pending flag again on a fresh start of its server, in the order
-        the configs were measured, then judge its cases on both starts."""
-        while self.pending:
-            config_id = next(iter(self.pending))
-            self._confirm_later(self.pending.pop(config_id))
-
-    def abandon_pending(self, why: str) -> None:
-        """Flags still waiting when the run ends: the first start's measurement stands and
-        each flagged case records that it was not confirmed, and ``why``."""
-        while self.pending:
-            _, pending = self.pending.popitem()
-            for c, flag in pending.outcome.deferred.items():
-                case = Case(config_id=pending.run.cfg.id, concurrency=c)
-                if case in self.results:
-                    self.results[case] = self.results[case].model_copy(update={
-                        "confirmation": flag.unconfirmed(f"not confirmed: {why}")})
-
-    def _confirm_later(self, pending: _Pending) -> None:
-        run, flagged = pending.run, pending.outcome.deferred
-        waited = time.monotonic() - pending.flagged_at
-        self.say(f"specperf: flagged {waited / 60:.0f} min ago "
-                 f"({flag_ids(run.cfg.id, flagged)}), the other configs' "
-                 "cases measured since: measuring again on a fresh vLLM server")
+    def measure_again(self, run: ConfigRun,
+                      flagged: dict[int, Flag]) -> dict[int, FreshServerConfirmation]:
+        """A config's waiting flags measured again on a fresh start of its server (then
+        stopped, unless it is the no-spec one); a fresh start that fails leaves the first
+        start's trials as they were and its flags unconfirmed."""
         run.twin = None  # the attribution is the first start's; its twin is stopped
         nospec = self.profile.nospec
         if run.paired and nospec is not None:
@@ -236,21 +208,18 @@ class CaseMeasurer:
         before = ({c: list(t) for c, t in run.trials.items()},
                   {c: list(t) for c, t in run.paired.items()}, run.start)
         try:
-            confirmations = self._carry_out(run, measure_flags_again(run.cfg.id, flagged))
+            return self.carry_out(run, measure_flags_again(run.cfg.id, flagged))
         except Exception as exc:  # noqa: BLE001 - the first start's measurement stands
             run.trials, run.paired, run.start = before
             note = (f"not confirmed: measuring on the fresh server failed: "
                     f"{type(exc).__name__}: {one_line(str(exc))}")
             self.say(f"specperf: {run.cfg.id}: {note}")
-            confirmations = {c: f.unconfirmed(note) for c, f in flagged.items()}
+            return {c: f.unconfirmed(note) for c, f in flagged.items()}
         finally:
             if nospec is None or run.cfg.id != nospec.id:
                 self.pool.stop(run.cfg.id)
-        confirmations = {c: r.model_copy(update={"later_by_s": round(waited, 1)})
-                         for c, r in confirmations.items()}
-        self._finish(run, PlanOutcome(pending.outcome.retries, confirmations))
 
-    def _begin(self, case: Case) -> _ConfigRun:
+    def _begin(self, case: Case) -> ConfigRun:
         cfg = self.profile.config(case.config_id)
         concs = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
         paired = self.paired_concurrencies(cfg, concs)
@@ -259,7 +228,7 @@ class CaseMeasurer:
             bracketed, paired = paired, []
             if self.schedule.due():
                 first = not self.schedule.blocks
-                self._measure_block("before the first spec config" if first else
+                self.measure_block("before the first spec config" if first else
                                     f"after {self.schedule.since_block} spec configs")
         server = self.pool.server_for(case.config_id)
         nospec: VllmServer | None = None
@@ -270,11 +239,12 @@ class CaseMeasurer:
                 for c in paired:
                     self.paired_errors[Case(config_id=cfg.id, concurrency=c)] = str(exc)
                 paired = []
-        run = _ConfigRun(cfg, server, {c: [] for c in concs}, {c: [] for c in paired},
+        run = ConfigRun(cfg, server, {c: [] for c in concs}, {c: [] for c in paired},
                          nospec, server.version, current=case, bracketed=bracketed)
         if bracketed and self.schedule is not None:
             self.schedule.spec_started(cfg.id, 0)
-            self.bracket_runs[cfg.id] = run
+            assert self.after_matrix is not None, "a bracketed gain waits for the matrix"
+            self.after_matrix.wait_for_block(run)
         if cfg.id in self.attribute:
             run.twin = self._start_twin(cfg, concs)
             run.twin_trials = {c: [] for c in concs} if run.twin is not None else {}
@@ -310,7 +280,7 @@ class CaseMeasurer:
         self.say(f"specperf: {cfg.id}: no acceptance/step-cost attribution: {why}")
         return None
 
-    def _plan(self, run: _ConfigRun) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
+    def _plan(self, run: ConfigRun) -> Generator[PlanStep, PlanFeedback, PlanOutcome]:
         # Something to judge while the server is up: a baseline, or a paired TPOT gain.
         judged = self.baselines().baseline is not None or bool(run.paired)
         rules = self.profile.compare
@@ -318,10 +288,10 @@ class CaseMeasurer:
             run.cfg.id, list(run.trials), self.repeats,
             retry_cap=self.retry_cap if judged else None,
             confirm=judged and rules.confirm_on_fresh_server,
-            confirm_later=self.profile.judges_after_matrix,
+            confirm_later=self.after_matrix is not None and self.after_matrix.applies,
         )
 
-    def _carry_out(self, run: _ConfigRun,
+    def carry_out(self, run: ConfigRun,
                    plan: Generator[PlanStep, PlanFeedback, Outcome]) -> Outcome:
         def run_trials(specs: tuple[TrialSpec, ...]) -> None:
             for spec in specs:
@@ -339,7 +309,7 @@ class CaseMeasurer:
                     and self.schedule.bracket(run.cfg.id, run.start)[1] is None):
                 # A fresh start's gain needs fresh no-spec trials after it too (the pool
                 # stops the spec server first).
-                self._measure_block(f"after {run.cfg.id}'s fresh start")
+                self.measure_block(f"after {run.cfg.id}'s fresh start")
 
             return {c: None if cc is None else follow_up_of_comparison(cc)
                     for c, cc in compare(concs).items()}
@@ -347,7 +317,7 @@ class CaseMeasurer:
         return carry_out(plan, run_trials=run_trials, compare=compare, judge=judge,
                          restart=lambda concs: self._restart(run, concs), say=self.say)
 
-    def _one_trial(self, run: _ConfigRun, c: int, warmup: bool) -> None:
+    def _one_trial(self, run: ConfigRun, c: int, warmup: bool) -> None:
         current = run.current = Case(config_id=run.cfg.id, concurrency=c)
         index = len(run.trials[c])
         if index >= self.repeats:  # an extra trial (retry or confirmation)
@@ -384,7 +354,7 @@ class CaseMeasurer:
                          f"attribution: {exc}")
                 run.twin_trials.pop(c)
 
-    def _restart(self, run: _ConfigRun, concurrencies: tuple[int, ...]) -> str | None:
+    def _restart(self, run: ConfigRun, concurrencies: tuple[int, ...]) -> str | None:
         """The trials so far of these cases become the first start's; the server starts
         again. Returns why the fresh server did not start, if it did not."""
         for c in concurrencies:
@@ -393,7 +363,7 @@ class CaseMeasurer:
             # Bracketed, the fresh start has fresh no-spec blocks of its own, before and
             # after it (one server up at a time: the spec server stops first).
             self.pool.stop(run.cfg.id)
-            self._measure_block(f"before {run.cfg.id}'s fresh start")
+            self.measure_block(f"before {run.cfg.id}'s fresh start")
         try:
             # The stop and the start are the restart's (whole), not a shutdown and a start.
             with self.clock.phase(RESTARTS, whole=True):
@@ -407,19 +377,10 @@ class CaseMeasurer:
 
     # -- the no-spec reference blocks (load.reference = "bracket") --------------------
 
-    def close_brackets(self) -> None:
-        """After the matrix: the closing block (if a spec config ran since the last), then
-        every bracketed config's cases judged against the blocks around them; a flag raised
-        now waits with the others to be measured again on a fresh server."""
-        if self.schedule is None or self.schedule.closed:
-            return
-        if self.schedule.open:
-            self._measure_block("after the last spec config")
-        self.schedule.closed = True
-        for run in self.bracket_runs.values():
-            self._judge_bracketed(run)
-
-    def _judge_bracketed(self, run: _ConfigRun) -> None:
+    def judge_bracketed(self, run: ConfigRun) -> dict[int, Flag]:
+        """After the matrix's closing block: the bracketed config's cases judged against
+        the blocks around them; returns the flags raised (the after-matrix has them
+        measured again on a fresh server)."""
         from specperf.analysis.judge.follow_up import follow_up_of_comparison
 
         reference = self._reference(run)
@@ -441,25 +402,9 @@ class CaseMeasurer:
                 follow = follow_up_of_comparison(judged)
                 if follow.flagged:
                     flagged[c] = Flag(tuple(follow.flagged), follow.trials)
-        if flagged:
-            self._defer(run, flagged)
+        return flagged
 
-    def _defer(self, run: _ConfigRun, flagged: dict[int, Flag]) -> None:
-        """Flags raised against the blocks join the config's waiting ones (or wait anew)."""
-        self.say(f"specperf: flagged as a regression ({flag_ids(run.cfg.id, flagged)}): "
-                 "measured again on a fresh vLLM server between fresh no-spec blocks")
-        pending = self.pending.get(run.cfg.id)
-        if pending is None:
-            retries = {c: r.retry for c in run.trials
-                       if (r := self.results.get(Case(config_id=run.cfg.id, concurrency=c)))
-                       is not None and r.retry is not None}
-            self.pending[run.cfg.id] = _Pending(run, PlanOutcome(retries, deferred=flagged),
-                                                time.monotonic())
-            return
-        pending.outcome = replace(pending.outcome,
-                                  deferred=merge_flags(pending.outcome.deferred, flagged))
-
-    def _bracket_trials(self, run: _ConfigRun, c: int) -> tuple[list[Trial], str | None]:
+    def _bracket_trials(self, run: ConfigRun, c: int) -> tuple[list[Trial], str | None]:
         assert self.schedule is not None
         return self.schedule.trials_for(run.cfg.id, run.trials[c], c)
 
@@ -470,7 +415,7 @@ class CaseMeasurer:
             return None
         return g.ratio_at(case.concurrency)
 
-    def _compare_now(self, run: _ConfigRun, c: int,
+    def _compare_now(self, run: ConfigRun, c: int,
                      reference: BesideReference | None) -> CaseComparison | None:
         """The config's case at concurrency ``c``, as measured so far: against the baseline
         and its kept runs, and its paired TPOT gain; None with neither to judge."""
@@ -480,21 +425,16 @@ class CaseMeasurer:
         paired = self._paired_result(run, c)
         return self._judge(cur, paired, reference)
 
-    def _reference(self, run: _ConfigRun) -> BesideReference | None:
-        """The no-spec trials measured beside this config so far, and the baseline's: how
-        far the machine's own speed moved while it was measured (compare.reference_for)."""
-        from specperf.analysis.compare import reference_for
+    def _reference(self, run: ConfigRun) -> BesideReference | None:
+        """The no-spec trials measured beside this config so far, against the baseline's:
+        how far the machine's own speed moved while it was measured. Built as `specperf
+        compare` builds it from the run file (Against.reference), from the same mapping."""
+        now = {Case(config_id=run.cfg.id, concurrency=c).id: r
+               for c in (*run.paired, *run.bracketed)
+               if (r := self._paired_result(run, c)) is not None}
+        return self.baselines().against(self.profile.compare).reference(run.cfg.id, now)
 
-        ctx = self.baselines()
-        now, then = {}, {}
-        for c in (*run.paired, *run.bracketed):
-            case = Case(config_id=run.cfg.id, concurrency=c)
-            cur, base = self._paired_result(run, c), ctx.paired(case)
-            if cur is not None and base is not None:
-                now[case.id], then[case.id] = cur, base
-        return reference_for(run.cfg.id, then, now, self.profile.compare)
-
-    def _paired_result(self, run: _ConfigRun, c: int) -> CaseResult | None:
+    def _paired_result(self, run: ConfigRun, c: int) -> CaseResult | None:
         p = self.profile
         if self.schedule is not None and c in run.bracketed and p.nospec is not None:
             # The blocks around each of the config's starts; none while one is still open.
@@ -530,7 +470,7 @@ class CaseMeasurer:
         return judge_case(against.evidence(cur, base=base, paired=paired, gain_floor=floor,
                                            reference=reference), rules)
 
-    def _failed(self, run: _ConfigRun, exc: Exception) -> MeasureError:
+    def _failed(self, run: ConfigRun, exc: Exception) -> MeasureError:
         current = run.current
         assert current is not None
         try:
@@ -548,7 +488,7 @@ class CaseMeasurer:
             self.observer.case_failed(Case(config_id=run.cfg.id, concurrency=c))
         return MeasureError(msg)
 
-    def _finish(self, run: _ConfigRun, outcome: PlanOutcome) -> None:
+    def finish(self, run: ConfigRun, outcome: PlanOutcome) -> None:
         p = self.profile
         cfg = run.cfg
         reference = self._reference(run)  # the config's, for every one of its cases

@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from specperf.analysis.judge.item_checks import ITEM_KINDS
 from specperf.config.profile import Profile, ServerConfig, pinning_refusal
 from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
 from specperf.engine.soak import ramp_case, soak_case
 from specperf.schemas import Case
+
+if TYPE_CHECKING:
+    from specperf.engine.after_matrix import AfterMatrix
 
 __all__ = [
     "JUDGED_KINDS",
@@ -32,7 +36,7 @@ __all__ = [
 KINDS = ITEM_KINDS
 #: Kinds whose checks are read from the case's comparison with the baseline (and its paired
 #: gain): with [compare] confirm_after_matrix their items run after every config's cases,
-#: once the flags raised meanwhile are measured again (CaseSelection.judged_after_matrix).
+#: once the flags raised meanwhile are measured again (engine.after_matrix).
 JUDGED_KINDS = ("tpot_gain", "latency", "throughput")
 #: Kinds that are a scenario of their own ([scenarios] in the profile), not measured by
 #: the case measurer: the workload shapes on their own servers (specperf.engine.scenarios)
@@ -51,15 +55,15 @@ class CaseSelection:
     #: Concurrencies at which a spec config runs paired no-spec trials, given the ones
     #: wanted (the measurer's rule: CaseMeasurer.paired_concurrencies).
     paired_concurrencies: Callable[[ServerConfig, list[int]], list[int]]
+    #: What waits for every config's cases (engine.after_matrix): which items, and which
+    #: configs the matrix's own items measure.
+    after_matrix: Callable[[], AfterMatrix]
     #: --perf-attribute: every spec config that can have one gets a pinned-acceptance twin.
     attribute: bool = False
     #: Concurrencies selected per server config (set after collection).
     wanted: dict[str, set[int]] = field(default_factory=dict)
     #: Cases whose TPOT-gain test was selected (set after collection).
     tpot_gain_wanted: set[Case] = field(default_factory=set)
-    #: Server configs with a selected item that is not judged (requests, acceptance): with
-    #: confirm_after_matrix their cases are measured by those, in the matrix.
-    matrix_configs: set[str] = field(default_factory=set)
 
     @cached_property
     def profile(self) -> Profile:
@@ -108,8 +112,7 @@ class CaseSelection:
             self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
             if kind == "tpot_gain":
                 self.tpot_gain_wanted.add(case)
-            if kind not in JUDGED_KINDS:
-                self.matrix_configs.add(case.config_id)
+            self.after_matrix().selected(kind, case)
 
     def attributed_configs(self) -> set[str]:
         """Spec configs measured with a pinned-acceptance twin: those whose profile entry
@@ -129,13 +132,6 @@ class CaseSelection:
         """How many cases the case measurer will measure."""
         return sum(len(cs) for cs in self.wanted.values())
 
-    @property
-    def judged_after_matrix(self) -> bool:
-        """[compare] confirm_after_matrix, or load.reference = "bracket" (a gain needs the
-        no-spec block after its config): flags are measured again after every config's
-        cases, so the items that read the comparison run after the matrix."""
-        return self.profile.judges_after_matrix
-
     def needed_configs(self, kind: str, case: Case) -> list[str]:
         """Server configs an item of this kind needs up: its own, and for the paired
         TPOT gain the no-spec config too; a scenario's items none (it starts and stops its
@@ -152,8 +148,5 @@ class CaseSelection:
         # no-spec blocks on it alone (engine.bracket).
         paired = (nospec is not None and self.profile.load.reference == "beside"
                   and bool(self.paired_concurrencies(cfg, wanted)))
-        own = [case.config_id]
-        if (self.judged_after_matrix and kind in JUDGED_KINDS
-                and case.config_id in self.matrix_configs):
-            own = []
+        own = [] if self.after_matrix().measured_before(kind, case) else [case.config_id]
         return own + ([nospec.id] if paired and nospec is not None else [])

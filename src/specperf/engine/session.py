@@ -10,6 +10,8 @@ its collaborators', built from the profile when first needed:
   started lazily, stopped when the caller says so;
 * :class:`~specperf.engine.measurer.CaseMeasurer` — a config's cases by the trial plan
   (specperf.engine.trial_plan), memoised;
+* :class:`~specperf.engine.after_matrix.AfterMatrix` — what waits for every config's
+  cases ([compare] confirm_after_matrix, load.reference = "bracket"), and running it;
 * :class:`~specperf.engine.scenarios.ScenarioRunner` and
   :class:`~specperf.engine.soak.TimeScenarioRunner` — the profile's [scenarios];
 * :class:`~specperf.engine.baseline_context.BaselineContext` — the baseline and which of
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from specperf.analysis.judge.item_checks import item_checks
 from specperf.config.profile import Profile, load_profile
 from specperf.engine import gpu_lock, run_assembly
+from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
@@ -43,7 +46,6 @@ from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.scenarios import ScenarioRunner
 from specperf.engine.selection import (
-    JUDGED_KINDS,
     KINDS,
     SCENARIO_KINDS,
     TIME_SCENARIO_KINDS,
@@ -71,7 +73,6 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 __all__ = [
-    "JUDGED_KINDS",
     "KINDS",
     "RETRY_BATCH",
     "SCENARIO_KINDS",
@@ -182,7 +183,12 @@ class PerfSession:
         return CaseSelection(
             lambda: self.profile, scenarios=lambda: self.scenarios,
             paired_concurrencies=lambda cfg, cs: self.measurer.paired_concurrencies(cfg, cs),
-            attribute=self.options.attribute)
+            after_matrix=lambda: self.after_matrix, attribute=self.options.attribute)
+
+    @cached_property
+    def after_matrix(self) -> AfterMatrix:
+        """What waits for every config's cases, and running it (engine.after_matrix)."""
+        return AfterMatrix(lambda: self.profile, say=self.say)
 
     @cached_property
     def pool(self) -> ServerPool:
@@ -202,7 +208,7 @@ class PerfSession:
             self.profile, self.pool, runner, self.view, lambda: self.baselines, self.repeats,
             retry_cap=self.retry_cap, say=self.say, wanted=self.plan.wanted,
             tpot_gain_wanted=self.plan.tpot_gain_wanted, clock=self.clock,
-            attribute=self.plan.attributed_configs(),
+            attribute=self.plan.attributed_configs(), after_matrix=self.after_matrix,
         )
 
     @cached_property
@@ -338,8 +344,8 @@ class PerfSession:
             self.checks.extend(scenario_checks)
             return scenario_checks
         result = self.measure(case)
-        if kind in JUDGED_KINDS and self.plan.judged_after_matrix:
-            self.measure_matrix_and_confirm()
+        if self.after_matrix.waits(kind):
+            self.after_matrix.run(self.measurer, self.plan)
             result = self.measure(case)  # on both starts, if it was flagged
         if kind == "tpot_gain" and case not in self.measurer.paired:
             why = self.measurer.paired_errors.get(case, "it was not measured")
@@ -352,41 +358,11 @@ class PerfSession:
         self.checks.extend(checks)
         return checks
 
-    def measure_matrix_and_confirm(self) -> None:
-        """Before a judged check under confirm_after_matrix: while a flag waits, every
-        selected config not measured yet is measured now (its server stopped after, unless
-        it is the no-spec one the others pair with), then every waiting flag is measured
-        again on a fresh server. A config that cannot be measured is left to its own
-        items, which say why. Bracketed (load.reference = "bracket"), the matrix is
-        measured whatever waits, then its closing no-spec block, and the gains are judged
-        against their blocks (flags raised then wait too) before the flags are measured."""
-        measurer = self.measurer
-        bracket = measurer.schedule is not None and not measurer.schedule.closed
-        if not measurer.pending and not bracket:
-            return
-        nospec = self.profile.nospec if not bracket else None
-        for cfg in self.plan.ordered_configs():
-            concs = self.plan.wanted.get(cfg.id)
-            if not concs or self.measurer.measured(cfg.id):
-                continue
-            try:
-                self.measure(Case(config_id=cfg.id, concurrency=min(concs)))
-            except (ServerError, MeasureError):
-                continue
-            finally:
-                if nospec is None or cfg.id != nospec.id:
-                    self.pool.stop(cfg.id)
-        measurer.close_brackets()
-        measurer.confirm_pending()
-
     def abandon_pending(self, *, interrupted: bool) -> None:
         """At the end of the run: flags that no judged item came to measure again keep the
-        first start's measurement, and their cases say why they were not confirmed."""
-        if self._built("measurer") is None:
-            return
-        self.measurer.abandon_pending(
-            "the run was interrupted before the fresh start" if interrupted
-            else "no selected check of the case ran after the matrix to measure it again")
+        first start's measurement, and their cases say why (AfterMatrix.abandon)."""
+        if self._built("measurer") is not None:
+            self.after_matrix.abandon(self.measurer.results, interrupted=interrupted)
 
     def evaluate_time_scenario(self, kind: str, case: Case) -> list[GateCheck]:
         """The profile's soak or ramp of this case, run on its server and judged."""

@@ -16,6 +16,7 @@ import pytest
 from specperf.analysis.bracket import bracketed
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import ProfileError, load_profile
+from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.bracket import Block, BracketSchedule
 from specperf.engine.server import ServerError
 from specperf.engine.session import PerfOptions, PerfSession, SessionError
@@ -289,4 +290,6 @@ def test_bracket_is_in_the_spec_hash_and_bracket_every_is_not(tmp_path: Path) ->
     spec, nospec = three.config("draft-k2"), three.config("nospec")
     assert one.config_hash(spec) == three.config_hash(spec) != beside.config_hash(spec)
     assert three.config_hash(nospec) == beside.config_hash(nospec)
-    assert three.judges_after_matrix and not beside.judges_after_matrix
+    # Bracketed, the judged items wait for the matrix (its closing block) as with
+    # confirm_after_matrix; beside, they do not.
+    assert AfterMatrix(lambda: three).applies and not AfterMatrix(lambda: beside).applies

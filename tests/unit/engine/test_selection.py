@@ -80,7 +80,7 @@ def test_the_selected_items_decide_what_is_measured(tmp_path: Path) -> None:
     assert plan.wanted == {"nospec": {1}, "draft-k2": {1}, "self-k3": {2}}
     assert plan.tpot_gain_wanted == {draft1}
     # Only the requests item is measured in the matrix; the others read the comparison.
-    assert plan.matrix_configs == {"nospec"}
+    assert ps.after_matrix.matrix_configs == {"nospec"}
     assert ps.scenarios.wanted == {"prefix_cache": {"draft-k2"}}
     assert plan.cases_of("self-k3") == [self2] and plan.cases_of("nospec-x") == []
     assert plan.cases_total == 3
@@ -96,7 +96,7 @@ def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path:
     at_once = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
     assert at_once == {k: ["draft-k2", "nospec"] for k in at_once}
     plan.profile.compare.confirm_after_matrix = True
-    assert plan.judged_after_matrix
+    assert plan.after_matrix().applies
     later = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
     # The matrix item measures draft-k2; the judged ones need only the no-spec server its
     # fresh start would pair with.
@@ -120,7 +120,7 @@ def test_bracketed_no_item_needs_the_no_spec_server_beside_a_spec_one(tmp_path: 
     # Load is frozen: the profile's own copy, as a profile with the key would load it.
     load = plan.profile.load.model_copy(update={"reference": "bracket"})
     object.__setattr__(plan.profile, "load", load)
-    assert not plan.profile.compare.confirm_after_matrix and plan.judged_after_matrix
+    assert not plan.profile.compare.confirm_after_matrix and plan.after_matrix().applies
     c1 = Case(config_id="draft-k2", concurrency=1)
     plan.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
     needed = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}

@@ -17,7 +17,7 @@ from specperf.analysis.stats import Verdict
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.confirmation import confirm_on_fresh_server
 from specperf.engine.datasets import load_prompts, prompts_digest
-from specperf.engine.measurer import _ConfigRun
+from specperf.engine.measurer import ConfigRun
 from specperf.engine.server import ServerError
 from specperf.engine.session import RETRY_BATCH, RETRY_CAP_FACTOR, PerfOptions, PerfSession
 from specperf.engine.trial_plan import retry_batches
@@ -63,10 +63,10 @@ def fake_server(config_id: str = "draft-k2") -> Any:
 
 
 def config_run(ps: PerfSession, cfg: Any, trials: dict[int, list[Trial]],
-               pool: Iterator[Trial] | None) -> _ConfigRun:
+               pool: Iterator[Trial] | None) -> ConfigRun:
     """The measurer's state for one config, its server faked, its trials so far given."""
     ps.measurer.runner = FakeRunner(pool)  # type: ignore[assignment]
-    return _ConfigRun(cfg, fake_server(cfg.id), trials, {}, None, "0.32.0",
+    return ConfigRun(cfg, fake_server(cfg.id), trials, {}, None, "0.32.0",
                       current=Case(config_id=cfg.id, concurrency=min(trials)))
 
 
@@ -110,7 +110,7 @@ def test_inconclusive_case_gets_more_trials_while_its_server_is_up(tmp_path: Pat
 
     cap = ps.retry_cap
     assert cap is not None
-    retries = ps.measurer._carry_out(run, retry_batches(cfg.id, [1, 2], cap, RETRY_BATCH))  # type: ignore[arg-type]  # noqa: SLF001
+    retries = ps.measurer.carry_out(run, retry_batches(cfg.id, [1, 2], cap, RETRY_BATCH))  # type: ignore[arg-type]
     calls = ps.measurer.runner.calls  # type: ignore[attr-defined]
     assert set(retries) == {1}
     rec = retries[1]
@@ -129,7 +129,7 @@ def test_without_the_option_or_a_baseline_nothing_is_retried(tmp_path: Path) -> 
         # Only the base repeats: every trial is one of the profile's.
         pool = iter(trials_of(seed=1, n=ps.repeats))
         run = config_run(ps, cfg, {1: []}, pool)
-        out = ps.measurer._carry_out(run, ps.measurer._plan(run))  # noqa: SLF001
+        out = ps.measurer.carry_out(run, ps.measurer._plan(run))  # noqa: SLF001
         assert len(run.trials[1]) == ps.repeats
         return out.retries
 
@@ -253,7 +253,7 @@ def test_a_flagged_case_is_measured_again_on_a_fresh_server(
     trials: dict[int, list[Trial]] = {1: _slow_trials(11, 5, 1.5), 2: _slow_trials(12, 5, 1.5)}
     run = config_run(ps, cfg, trials, iter(_slow_trials(13, 5, fresh)))
     started = fresh_starts(ps)
-    out = ps.measurer._carry_out(run, confirm_on_fresh_server(cfg.id, [1, 2]))  # type: ignore[arg-type]  # noqa: SLF001
+    out = ps.measurer.carry_out(run, confirm_on_fresh_server(cfg.id, [1, 2]))  # type: ignore[arg-type]
     calls = ps.measurer.runner.calls  # type: ignore[attr-defined]
     trials = run.trials
     restarts = [[c for c, ts in trials.items() if ts[0].server_start == 0]]
@@ -291,7 +291,7 @@ def test_a_case_slowed_with_the_machine_is_not_flagged(tmp_path: Path) -> None:
         run = config_run(ps, cfg, {1: _slow_trials(11, 5, 1.5)}, iter(_slow_trials(13, 10, 1.5)))
         run.paired = {1: _slow_trials(12, 5, reference)}
         run.nospec = fake_server(nospec.id)
-        return ps.measurer._carry_out(run, confirm_on_fresh_server(cfg.id, [1]))  # type: ignore[arg-type]  # noqa: SLF001
+        return ps.measurer.carry_out(run, confirm_on_fresh_server(cfg.id, [1]))  # type: ignore[arg-type]
 
     assert confirmations(1.5) == {} and started == []
     assert set(confirmations(1.0)) == {1} and started == [cfg.id]
@@ -301,12 +301,12 @@ def test_no_confirmation_without_a_baseline_a_flag_or_the_rule(tmp_path: Path) -
     ps, cfg = _flagged_setup(tmp_path, [])
     started = fresh_starts(ps)
     same = config_run(ps, cfg, {1: _slow_trials(11, 5, 1.0)}, None)
-    assert ps.measurer._carry_out(same, confirm_on_fresh_server(cfg.id, [1])) == {}  # type: ignore[arg-type]  # noqa: SLF001
+    assert ps.measurer.carry_out(same, confirm_on_fresh_server(cfg.id, [1])) == {}  # type: ignore[arg-type]
 
     def planned(ps: PerfSession) -> dict[int, Any]:
         # The base repeats, slow against the baseline: flagged, but not sent on.
         run = config_run(ps, cfg, {1: []}, iter(_slow_trials(11, ps.repeats, 1.5)))
-        return ps.measurer._carry_out(run, ps.measurer._plan(run)).confirmations  # noqa: SLF001
+        return ps.measurer.carry_out(run, ps.measurer._plan(run)).confirmations  # noqa: SLF001
 
     ps.profile.compare.confirm_on_fresh_server = False
     assert planned(ps) == {}
@@ -322,7 +322,7 @@ def test_a_fresh_server_that_does_not_start_leaves_the_first_measurement(
     ps, cfg = _flagged_setup(tmp_path, said)
     run = config_run(ps, cfg, {1: _slow_trials(11, 5, 1.5)}, None)  # no trial without a server
     started = fresh_starts(ps, fail="exited with code 1")
-    out = ps.measurer._carry_out(run, confirm_on_fresh_server(cfg.id, [1]))  # type: ignore[arg-type]  # noqa: SLF001
+    out = ps.measurer.carry_out(run, confirm_on_fresh_server(cfg.id, [1]))  # type: ignore[arg-type]
     assert started == [cfg.id]
     assert out[1].note is not None and "did not start (exited with code 1)" in out[1].note
     assert out[1].trials == out[1].first_trials == 5 and not out[1].outcome
@@ -362,13 +362,13 @@ def test_a_flag_waits_for_the_other_configs_then_is_measured_on_a_fresh_server(
     n = ps.repeats
     first = ps.measure(case)
     # Flagged and left waiting: one start, the first start's trials, no confirmation yet.
-    assert started == [cfg.id] and list(ps.measurer.pending) == [cfg.id]
+    assert started == [cfg.id] and list(ps.after_matrix.pending) == [cfg.id]
     assert first.confirmation is None and all(t.server_start is None for t in first.trials)
     assert any("fresh vLLM server after the other configs' cases" in s for s in said)
     # The first judged item: the unmeasured config is measured (and its server stopped),
     # then the flag is measured again on a fresh start of draft-k2's server.
-    ps.measure_matrix_and_confirm()
-    assert started == [cfg.id, "self-k3", cfg.id] and not ps.measurer.pending
+    ps.after_matrix.run(ps.measurer, ps.plan)
+    assert started == [cfg.id, "self-k3", cfg.id] and not ps.after_matrix.pending
     again = ps.measurer.results[case]
     assert [t.server_start for t in again.trials] == [0] * n + [1] * n
     rec = again.confirmation
@@ -380,7 +380,7 @@ def test_a_flag_waits_for_the_other_configs_then_is_measured_on_a_fresh_server(
     tpot = next(m for m in cc.comparisons if m.metric == "TPOT")
     assert tpot.verdict is Verdict.REGRESSION and "confirmed on 2 server starts" in tpot.reason
     # Nothing waits any more: a later judged item measures nothing again.
-    ps.measure_matrix_and_confirm()
+    ps.after_matrix.run(ps.measurer, ps.plan)
     assert started == [cfg.id, "self-k3", cfg.id]
 
 
@@ -399,7 +399,7 @@ def test_a_judged_item_that_measures_its_own_config_still_waits_for_the_others(
 def test_a_flag_the_fresh_start_does_not_show_is_inconclusive(tmp_path: Path) -> None:
     ps, _, _, case = _later_setup(tmp_path, [], fresh=1.0)
     ps.measure(case)
-    ps.measure_matrix_and_confirm()
+    ps.after_matrix.run(ps.measurer, ps.plan)
     rec = ps.measurer.results[case].confirmation
     assert rec is not None and rec.outcome["TPOT"] != "regression"
     cc = ps.measurer.comparisons[case]
@@ -412,14 +412,14 @@ def test_a_later_fresh_start_that_fails_leaves_the_first_measurement(tmp_path: P
     said: list[str] = []
     ps, cfg, started, case = _later_setup(tmp_path, said, fail="exited with code 1")
     first = ps.measure(case)
-    ps.measure_matrix_and_confirm()
+    ps.after_matrix.run(ps.measurer, ps.plan)
     assert started == [cfg.id, "self-k3", cfg.id]
     result = ps.measurer.results[case]
     rec = result.confirmation
     assert rec is not None and rec.note is not None and "did not start" in rec.note
     assert rec.trials == rec.first_trials == ps.repeats and rec.later_by_s is not None
     assert len(result.trials) == len(first.trials)
-    assert cfg.id not in ps.server_errors and not ps.measurer.pending
+    assert cfg.id not in ps.server_errors and not ps.after_matrix.pending
 
 
 def test_flags_left_waiting_at_the_end_say_why(tmp_path: Path) -> None:
@@ -427,7 +427,7 @@ def test_flags_left_waiting_at_the_end_say_why(tmp_path: Path) -> None:
     ps.measure(case)
     ps.abandon_pending(interrupted=True)
     rec = ps.measurer.results[case].confirmation
-    assert rec is not None and not ps.measurer.pending
+    assert rec is not None and not ps.after_matrix.pending
     assert rec.note == "not confirmed: the run was interrupted before the fresh start"
     assert rec.trials == rec.first_trials == ps.repeats and not rec.outcome
 

@@ -101,7 +101,9 @@ class Against:
     def reference(self, config_id: str,
                   run_paired: Mapping[str, CaseResult]) -> BesideReference | None:
         """The no-spec reference of server config ``config_id``: the run's paired no-spec
-        trials beside it against the baseline's (:func:`reference_for`)."""
+        trials beside it against the baseline's (:func:`reference_for`). The one builder of
+        it: the run judging as it goes (the engine's measurer, with its run's pairs so far)
+        and ``compare_runs`` (with the run file's) both ask this."""
         if self.baseline is None:
             return None
         return reference_for(config_id, self.baseline.paired_nospec, run_paired, self.rules)

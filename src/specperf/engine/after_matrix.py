@@ -113,8 +113,7 @@ class AfterMatrix:
         Bracketed, the matrix is measured whatever waits, then its closing no-spec block,
         and the gains are judged against their blocks (flags raised then wait too)
         before the flags are measured."""
-        schedule = measurer.schedule
-        bracket = schedule is not None and not schedule.closed
+        bracket = measurer.blocks is not None and not measurer.blocks.schedule.closed
         if not self.pending and not bracket:
             return
         nospec = self.profile().nospec if not bracket else None
@@ -151,16 +150,40 @@ class AfterMatrix:
         """The closing block (if a spec config ran since the last), then every bracketed
         config's cases judged against the blocks around them; a flag raised now waits
         with the others to be measured again on a fresh server."""
-        schedule = measurer.schedule
-        if schedule is None or schedule.closed:
+        if measurer.blocks is None or measurer.blocks.schedule.closed:
             return
-        if schedule.open:
-            measurer.measure_block("after the last spec config")
-        schedule.closed = True
+        measurer.blocks.close()
         for run in self.bracketed.values():
-            flagged = measurer.judge_bracketed(run)
+            flagged = self._judge_bracketed(measurer, run)
             if flagged:
                 self._defer(run, flagged, measurer.results)
+
+    def _judge_bracketed(self, measurer: CaseMeasurer, run: ConfigRun) -> dict[int, Flag]:
+        """A bracketed config's cases judged against the blocks around them, as the
+        measurer judges every case; returns the flags raised."""
+        from specperf.analysis.judge.follow_up import follow_up_of_comparison
+
+        reference = measurer.reference(run)
+        flagged: dict[int, Flag] = {}
+        for c in run.bracketed:
+            case = Case(config_id=run.cfg.id, concurrency=c)
+            result = measurer.results.get(case)
+            if result is None:
+                continue  # its measurement failed, and says why
+            paired = measurer.paired_result(run, c)
+            if paired is None:
+                assert measurer.schedule is not None
+                _, missing = measurer.schedule.trials_for(run.cfg.id, run.trials[c], c)
+                measurer.paired_errors[case] = (f"no no-spec reference block brackets it "
+                                                f"({missing or 'none measured'})")
+                continue
+            measurer.paired[case] = paired
+            judged = measurer.comparisons[case] = measurer.judge(result, paired, reference)
+            if judged is not None and self.profile().compare.confirm_on_fresh_server:
+                follow = follow_up_of_comparison(judged)
+                if follow.flagged:
+                    flagged[c] = Flag(tuple(follow.flagged), follow.trials)
+        return flagged
 
     def _defer(self, run: ConfigRun, flagged: dict[int, Flag],
                results: dict[Case, CaseResult]) -> None:

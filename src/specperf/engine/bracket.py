@@ -7,9 +7,10 @@ gets a fresh block of its own before and after its fresh start.
 
 The schedule keeps the run's timeline (blocks and spec server starts, in the order they
 ran); a spec start's bracket is the nearest block before it and the nearest after it
-(:meth:`BracketSchedule.bracket`). It starts nothing itself: the measurer
-(specperf.engine.measurer) measures the blocks and asks it where each belongs. How a
-bracketed gain is judged: :mod:`specperf.analysis.bracket`.
+(:meth:`BracketSchedule.bracket`). It starts nothing itself: :class:`ReferenceBlocks`
+measures the blocks when the measurer (specperf.engine.measurer) reaches a spec config or
+its fresh start, and the closing one after the matrix (specperf.engine.after_matrix). How
+a bracketed gain is judged: :mod:`specperf.analysis.bracket`.
 """
 
 from __future__ import annotations
@@ -123,9 +124,36 @@ class ReferenceBlocks:
     repeats: int
     #: Every concurrency with a selected TPOT gain (known after collection).
     concurrencies: Callable[[], list[int]]
+    #: Who runs the blocks' trials (the measurer's runner, read at each block).
+    runner: Callable[[], TrialRunner]
     say: Callable[[str], None] = print
 
-    def measure(self, why: str, runner: TrialRunner) -> Block:
+    def before_spec_config(self) -> None:
+        """Before a bracketed spec config starts: a block, when one is due."""
+        if self.schedule.due():
+            first = not self.schedule.blocks
+            self.measure("before the first spec config" if first
+                         else f"after {self.schedule.since_block} spec configs")
+
+    def before_fresh_start(self, config_id: str) -> None:
+        """A fresh start has fresh blocks of its own, before and after it (one server up
+        at a time: the spec server stops first)."""
+        self.pool.stop(config_id)
+        self.measure(f"before {config_id}'s fresh start")
+
+    def after_fresh_start(self, config_id: str, start: int) -> None:
+        """Before a fresh start's gain is judged: its block after, if not measured yet
+        (the pool stops the spec server first)."""
+        if self.schedule.bracket(config_id, start)[1] is None:
+            self.measure(f"after {config_id}'s fresh start")
+
+    def close(self) -> None:
+        """After the matrix: the closing block, if a spec config ran since the last."""
+        if self.schedule.open:
+            self.measure("after the last spec config")
+        self.schedule.closed = True
+
+    def measure(self, why: str) -> Block:
         """One block, added to the schedule; one that fails is kept with its error, and
         the gains it should have bracketed say so."""
         nospec = self.profile.nospec
@@ -143,9 +171,9 @@ class ReferenceBlocks:
             server = self.pool.server_for(nospec.id)
             for r in range(self.repeats):
                 for c in concs:
-                    trial = runner.trial(server, c, r, warmup=r == 0,
-                                              case=Case(config_id=nospec.id, concurrency=c),
-                                              paired=True)
+                    trial = self.runner().trial(server, c, r, warmup=r == 0,
+                                                case=Case(config_id=nospec.id, concurrency=c),
+                                                paired=True)
                     block.trials.setdefault(c, []).append(
                         trial.model_copy(update={"reference_block": block.index}))
         except Exception as exc:  # noqa: BLE001 - fails only the gains it brackets

@@ -18,9 +18,10 @@ sides see the same seconds of the machine.
 Bracketing (load.reference = "bracket"): never two servers up (the pool stops every other
 server before it starts one). A spec config's no-spec reference is then measured in
 blocks on the no-spec server alone, before the config's server starts and after it
-stops (:mod:`specperf.engine.bracket` says when); its gain is judged only once the block
-after it ran (:meth:`CaseMeasurer.judge_bracketed`, which the after-matrix asks), and a
-flag raised then is measured again on a fresh server between fresh blocks of its own.
+stops (:class:`~specperf.engine.bracket.ReferenceBlocks` measures them when due); its
+gain is judged only once the block after it ran (after the matrix:
+specperf.engine.after_matrix), and a flag raised then is measured again on a fresh server
+between fresh blocks of its own.
 """
 
 from __future__ import annotations
@@ -144,11 +145,8 @@ class CaseMeasurer:
             self.schedule = BracketSchedule(self.profile.load.bracket_every)
             self.blocks = ReferenceBlocks(
                 self.profile, self.pool, self.schedule, self.repeats,
-                lambda: sorted({c.concurrency for c in self.tpot_gain_wanted}), self.say)
-
-    def measure_block(self, why: str) -> None:
-        assert self.blocks is not None
-        self.blocks.measure(why, self.runner)
+                lambda: sorted({c.concurrency for c in self.tpot_gain_wanted}),
+                lambda: self.runner, self.say)
 
     def paired_concurrencies(self, cfg: ServerConfig, concurrencies: list[int]) -> list[int]:
         """Concurrencies at which this spec config runs paired no-spec trials: where a
@@ -224,12 +222,9 @@ class CaseMeasurer:
         concs = sorted(self.wanted.get(cfg.id, set()) | {case.concurrency})
         paired = self.paired_concurrencies(cfg, concs)
         bracketed: list[int] = []
-        if self.schedule is not None and paired:
+        if self.blocks is not None and paired:
             bracketed, paired = paired, []
-            if self.schedule.due():
-                first = not self.schedule.blocks
-                self.measure_block("before the first spec config" if first else
-                                    f"after {self.schedule.since_block} spec configs")
+            self.blocks.before_spec_config()
         server = self.pool.server_for(case.config_id)
         nospec: VllmServer | None = None
         if paired and self.profile.nospec is not None:
@@ -298,18 +293,16 @@ class CaseMeasurer:
                 self._one_trial(run, spec.concurrency, spec.warmup)
 
         def compare(concs: tuple[int, ...]) -> dict[int, CaseComparison | None]:
-            reference = self._reference(run)  # one per config: its cases share it
+            reference = self.reference(run)  # one per config: its cases share it
             return {c: self._compare_now(run, c, reference) for c in concs}
 
         def judge(concs: tuple[int, ...]) -> dict[int, FollowUp | None]:
             # Here: compare loads scipy, which only a run that compares as it goes needs.
             from specperf.analysis.judge.follow_up import follow_up_of_comparison
 
-            if (self.schedule is not None and run.bracketed and run.start is not None
-                    and self.schedule.bracket(run.cfg.id, run.start)[1] is None):
-                # A fresh start's gain needs fresh no-spec trials after it too (the pool
-                # stops the spec server first).
-                self.measure_block(f"after {run.cfg.id}'s fresh start")
+            if self.blocks is not None and run.bracketed and run.start is not None:
+                # A fresh start's gain needs fresh no-spec trials after it too.
+                self.blocks.after_fresh_start(run.cfg.id, run.start)
 
             return {c: None if cc is None else follow_up_of_comparison(cc)
                     for c, cc in compare(concs).items()}
@@ -359,11 +352,8 @@ class CaseMeasurer:
         again. Returns why the fresh server did not start, if it did not."""
         for c in concurrencies:
             run.trials[c] = [t.model_copy(update={"server_start": 0}) for t in run.trials[c]]
-        if self.schedule is not None and run.bracketed:
-            # Bracketed, the fresh start has fresh no-spec blocks of its own, before and
-            # after it (one server up at a time: the spec server stops first).
-            self.pool.stop(run.cfg.id)
-            self.measure_block(f"before {run.cfg.id}'s fresh start")
+        if self.blocks is not None and run.bracketed:
+            self.blocks.before_fresh_start(run.cfg.id)
         try:
             # The stop and the start are the restart's (whole), not a shutdown and a start.
             with self.clock.phase(RESTARTS, whole=True):
@@ -374,39 +364,6 @@ class CaseMeasurer:
         if self.schedule is not None and run.bracketed:
             self.schedule.spec_started(run.cfg.id, 1)
         return None
-
-    # -- the no-spec reference blocks (load.reference = "bracket") --------------------
-
-    def judge_bracketed(self, run: ConfigRun) -> dict[int, Flag]:
-        """After the matrix's closing block: the bracketed config's cases judged against
-        the blocks around them; returns the flags raised (the after-matrix has them
-        measured again on a fresh server)."""
-        from specperf.analysis.judge.follow_up import follow_up_of_comparison
-
-        reference = self._reference(run)
-        flagged: dict[int, Flag] = {}
-        for c in run.bracketed:
-            case = Case(config_id=run.cfg.id, concurrency=c)
-            result = self.results.get(case)
-            if result is None:
-                continue  # its measurement failed, and says why
-            paired = self._paired_result(run, c)
-            if paired is None:
-                _, missing = self._bracket_trials(run, c)
-                self.paired_errors[case] = (f"no no-spec reference block brackets it "
-                                            f"({missing or 'none measured'})")
-                continue
-            self.paired[case] = paired
-            judged = self.comparisons[case] = self._judge(result, paired, reference)
-            if judged is not None and self.profile.compare.confirm_on_fresh_server:
-                follow = follow_up_of_comparison(judged)
-                if follow.flagged:
-                    flagged[c] = Flag(tuple(follow.flagged), follow.trials)
-        return flagged
-
-    def _bracket_trials(self, run: ConfigRun, c: int) -> tuple[list[Trial], str | None]:
-        assert self.schedule is not None
-        return self.schedule.trials_for(run.cfg.id, run.trials[c], c)
 
     def gain_floor(self, case: Case) -> float | None:
         """The floor of a case's paired TPOT gain; None when it has no TPOT-gain gate."""
@@ -422,23 +379,25 @@ class CaseMeasurer:
         case = Case(config_id=run.cfg.id, concurrency=c)
         p = self.profile
         cur = case_result(case, run.cfg, run.trials[c], run.version, p.config_hash(run.cfg))
-        paired = self._paired_result(run, c)
-        return self._judge(cur, paired, reference)
+        paired = self.paired_result(run, c)
+        return self.judge(cur, paired, reference)
 
-    def _reference(self, run: ConfigRun) -> BesideReference | None:
+    def reference(self, run: ConfigRun) -> BesideReference | None:
         """The no-spec trials measured beside this config so far, against the baseline's:
         how far the machine's own speed moved while it was measured. Built as `specperf
         compare` builds it from the run file (Against.reference), from the same mapping."""
         now = {Case(config_id=run.cfg.id, concurrency=c).id: r
                for c in (*run.paired, *run.bracketed)
-               if (r := self._paired_result(run, c)) is not None}
+               if (r := self.paired_result(run, c)) is not None}
         return self.baselines().against(self.profile.compare).reference(run.cfg.id, now)
 
-    def _paired_result(self, run: ConfigRun, c: int) -> CaseResult | None:
+    def paired_result(self, run: ConfigRun, c: int) -> CaseResult | None:
+        """The no-spec trials of the config's case at ``c`` so far: beside its own, or
+        (bracketed) the blocks around each of its starts; None without any."""
         p = self.profile
         if self.schedule is not None and c in run.bracketed and p.nospec is not None:
-            # The blocks around each of the config's starts; none while one is still open.
-            trials, _ = self._bracket_trials(run, c)
+            # None while a start's bracket is still open.
+            trials, _ = self.schedule.trials_for(run.cfg.id, run.trials[c], c)
             if not trials:
                 return None
             record = self.pool.records.get(p.nospec.id)
@@ -450,7 +409,7 @@ class CaseMeasurer:
         return case_result(Case(config_id=p.nospec.id, concurrency=c), p.nospec, run.paired[c],
                            run.nospec.version, p.config_hash(p.nospec))
 
-    def _judge(self, cur: CaseResult, paired: CaseResult | None,
+    def judge(self, cur: CaseResult, paired: CaseResult | None,
                reference: BesideReference | None) -> CaseComparison | None:
         """The case's evidence gathered and judged as `specperf compare` gathers and judges
         it from the run file (specperf.analysis.judge); None with nothing to judge."""
@@ -491,7 +450,7 @@ class CaseMeasurer:
     def finish(self, run: ConfigRun, outcome: PlanOutcome) -> None:
         p = self.profile
         cfg = run.cfg
-        reference = self._reference(run)  # the config's, for every one of its cases
+        reference = self.reference(run)  # the config's, for every one of its cases
         for c, trials in run.trials.items():
             cc = Case(config_id=cfg.id, concurrency=c)
             result = case_result(cc, cfg, trials, run.version, p.config_hash(cfg))
@@ -500,10 +459,10 @@ class CaseMeasurer:
             if c in outcome.confirmations:
                 result = result.model_copy(update={"confirmation": outcome.confirmations[c]})
             self.results[cc] = result
-            self._report(result)
+            self.observer.case_done(result.case, _case_line(result))
             if result.n_errors:
-                self._report_errors(result, run.server)
-            paired = self._paired_result(run, c)
+                self.say(_errors_line(result, run.server))
+            paired = self.paired_result(run, c)
             if paired is not None:
                 self.paired[cc] = paired
             twin = run.twin_trials.get(c)
@@ -512,24 +471,24 @@ class CaseMeasurer:
                                               p.config_hash(cfg))
             # The final judgement: what every check of the case reads, the same comparison
             # `specperf compare` makes of the run file.
-            self.comparisons[cc] = self._judge(result, paired, reference)
+            self.comparisons[cc] = self.judge(result, paired, reference)
 
-    def _report_errors(self, result: CaseResult, server: VllmServer) -> None:
-        """Failed requests: the first error on one line and the server's log tail, once
-        per case (the requests gate fails it; this is where to look)."""
-        first = one_line(result.errors[0]) if result.errors else "unknown error"
-        self.say(f"specperf: {result.case.id}: {result.n_errors} of {result.n_requests} requests "
-                 f"failed; first: {first}\nlog: {server.log_path}\n--- last "
-                 f"{ERROR_TAIL_LINES} log lines ---\n{server.log_tail(ERROR_TAIL_LINES)}")
 
-    def _report(self, result: CaseResult) -> None:
-        acc = result.acceptance
-        acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
-        busy = outside_load.load_sentence(outside_load.trials_load(result.trials))
-        self.observer.case_done(
-            result.case,
-            f"specperf: {result.case.id}: {result.n_requests} requests, median TTFT "
+def _errors_line(result: CaseResult, server: VllmServer) -> str:
+    """Failed requests: the first error on one line and the server's log tail, once per
+    case (the requests gate fails it; this is where to look)."""
+    first = one_line(result.errors[0]) if result.errors else "unknown error"
+    return (f"specperf: {result.case.id}: {result.n_errors} of {result.n_requests} requests "
+            f"failed; first: {first}\nlog: {server.log_path}\n--- last "
+            f"{ERROR_TAIL_LINES} log lines ---\n{server.log_tail(ERROR_TAIL_LINES)}")
+
+
+def _case_line(result: CaseResult) -> str:
+    """A measured case on one line: requests, medians, throughput, acceptance, outside load."""
+    acc = result.acceptance
+    acc_txt = f", acceptance {acc.rate:.3f}" if acc is not None and acc.rate is not None else ""
+    busy = outside_load.load_sentence(outside_load.trials_load(result.trials))
+    return (f"specperf: {result.case.id}: {result.n_requests} requests, median TTFT "
             f"{result.ttft_ms.median or float('nan'):.1f} ms, TPOT "
             f"{result.tpot_ms.median or float('nan'):.2f} ms, "
-            f"{result.output_throughput:.1f} tok/s{acc_txt}" + (f"; {busy}" if busy else "")
-        )
+            f"{result.output_throughput:.1f} tok/s{acc_txt}" + (f"; {busy}" if busy else ""))

@@ -122,7 +122,7 @@ def _load(path: str) -> Any:
 def compare(run_path: str, ref_path: str, history: list[str] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
     """Every metric x case comparison of run against ref (with ref's kept runs
     ``history``, as a baseline's history directory would hold them), flattened."""
-    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.judge.run import compare_runs
 
     cmp = compare_runs(_load(run_path), _load(ref_path), force=True,
                        history=[_load(h) for h in history])
@@ -141,7 +141,7 @@ def acceptance_probe(run_path: str, ref_path: str) -> dict[str, int]:
     gate's acceptance rule. Counts how many such changes were caught."""
     import math
 
-    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.judge.run import compare_runs
 
     run, ref = _load(run_path), _load(ref_path)
     cases = []

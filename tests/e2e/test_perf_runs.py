@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from specperf.analysis.compare import RunComparison
-from specperf.analysis.verdict import exit_status, outcomes_line
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.outcome import exit_status, outcomes_line
 from specperf.report.markdown import md_escape
 from specperf.schemas import Baseline, GateCheck, RunResult
 from tests.e2e.perf_process import assert_no_vllm_left, perf_env

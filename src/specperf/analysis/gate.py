@@ -17,7 +17,7 @@ from specperf.config.profile import AcceptanceGate, Load
 from specperf.schemas import Case, CaseResult, Direction, GateCheck
 
 if TYPE_CHECKING:
-    from specperf.analysis.compare import CaseComparison
+    from specperf.analysis.judge.models import CaseComparison
     from specperf.analysis.stats import Comparison
 
 #: Acceptance figures are ratios of integer counters; this absorbs float round-off

@@ -48,8 +48,9 @@ from specperf.schemas import Case, CaseResult, Trial
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from specperf.analysis.compare import BesideReference, CaseComparison
     from specperf.analysis.judge.follow_up import FollowUp
+    from specperf.analysis.judge.machine_reference import BesideReference
+    from specperf.analysis.judge.models import CaseComparison
 
 __all__ = ["CaseMeasurer", "MeasureError"]
 
@@ -483,7 +484,7 @@ class CaseMeasurer:
     def _reference(self, run: _ConfigRun) -> BesideReference | None:
         """The no-spec trials measured beside this config so far, and the baseline's: how
         far the machine's own speed moved while it was measured (compare.reference_for)."""
-        from specperf.analysis.compare import reference_for
+        from specperf.analysis.judge.machine_reference import reference_for
 
         ctx = self.baselines()
         now, then = {}, {}
@@ -520,7 +521,7 @@ class CaseMeasurer:
         if base is None and floor is None:
             return None
         # Here: the judge loads scipy, which only a run that judges as it goes needs.
-        from specperf.analysis.compare import judge_case
+        from specperf.analysis.judge.case import judge_case
         from specperf.analysis.judge.evidence import side_labels
 
         rules = self.profile.compare

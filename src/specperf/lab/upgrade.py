@@ -509,8 +509,8 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
           out: Path, failures: dict[str, str]) -> Outcome:
     """Pool each side, compare candidate against current, and settle the exit code."""
     # scipy: only a finished A/B compares
-    from specperf.analysis.compare import compare_runs
     from specperf.analysis.judge.exit_status import run_exit_status
+    from specperf.analysis.judge.run import compare_runs
 
     if not runs["A"] or not runs["B"]:
         missing = [SIDE_NAME[s] for s in ("A", "B") if not runs[s]]  # type: ignore[index]
@@ -588,7 +588,7 @@ def comparability_lines(current: RunResult, candidate: RunResult) -> list[str]:
     """What the A/B could compare of acceptance across the two releases: one line naming
     each figure that is not comparable and why (specperf.analysis.compare.not_comparable),
     or one line saying every figure was."""
-    from specperf.analysis.compare import not_comparable
+    from specperf.analysis.acceptance import not_comparable
 
     labels = (f"vLLM {current.provenance.vllm_version} (current)",
               f"vLLM {candidate.provenance.vllm_version} (candidate)")

@@ -11,21 +11,16 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from specperf.analysis.compare import (
-    MetricRule,
-    RunComparison,
-    as_run,
-    compare_cases,
-    compare_runs,
-    earlier_runs,
-    flagged_metrics,
-    inconclusive_metrics,
-)
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.follow_up import flagged_metrics, inconclusive_metrics
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import as_run, compare_runs
+from specperf.analysis.samples import earlier_runs
 from specperf.analysis.spread import kept_spreads
 from specperf.analysis.stats import Direction, Verdict
 from specperf.config.profile import load_profile
-from specperf.config.rules import CompareRules
+from specperf.config.rules import CompareRules, MetricRule
 from specperf.report.synthetic import (
     SynthConfig,
     scale_latency,

@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specperf.analysis.attribution import Attribution
+from specperf.analysis.judge.outcome import TIMING_METRIC_KEYS, outcome_of
 from specperf.analysis.stats import Comparison, Verdict
-from specperf.analysis.verdict import TIMING_METRIC_KEYS, outcome_of
 from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance, SampleKind
 
 __all__ = ["VERDICT_ORDER", "CaseComparison", "MetricDetail", "RunComparison", "SampleKind"]

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.analysis.compare import (
-    RunComparison,
-    compare_runs,
-    reference_change,
-    reference_for,
-)
+from specperf.analysis.judge.machine_reference import reference_change, reference_for
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.rules import CompareRules
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run

@@ -3,7 +3,7 @@
 (a) A/A: ``--runs`` back-to-back runs of a profile with nothing changed, each a real
     ``python -m pytest perf_tests --perf-profile P --perf-run-dir D --perf-repeats R`` in a
     subprocess (as tests/e2e/test_perf_runs.py drives them). Every run is compared with
-    specperf.analysis.compare.compare_runs against the first run ("vs first") and against the run
+    specperf.analysis.judge.run.compare_runs against the first run ("vs first") and against the run
     before it ("consecutive"); every metric x case comparison called REGRESSION or
     IMPROVEMENT is a false alarm.
 (b) Injected regression: the same runs, but with the delaying proxy (specperf.engine.proxy, a

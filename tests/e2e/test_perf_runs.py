@@ -41,7 +41,7 @@ pytestmark = [
 REPO = REPO_ROOT
 CI_PROFILE = REPO / "tests" / "profiles" / "cpu-ci.toml"
 #: Exit statuses of a run in which nothing failed: passed, inconclusive, machine busy
-#: (specperf.analysis.verdict). Which of them a run gets is the machine's to decide.
+#: (specperf.analysis.judge.outcome). Which of them a run gets is the machine's to decide.
 NOTHING_FAILED = (0, 6, 7)
 #: cpu-ci's prompts (its `workload.path`, relative to the profile file).
 CI_DATASET = REPO / "datasets" / "sharegpt-tiny.json"

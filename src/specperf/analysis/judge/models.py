@@ -80,7 +80,7 @@ class CaseComparison(_Model):
                           "(0.6 cores from other processes)\"); None: measured on a quiet machine")
 
     def outcome(self, comparison: Comparison) -> Outcome:
-        """The check outcome of one of this case's comparisons (specperf.analysis.verdict)."""
+        """The check outcome of one of this case's comparisons (specperf.analysis.judge.outcome)."""
         detail = self.detail(comparison)
         timing = detail is None or detail.key in TIMING_METRIC_KEYS
         return outcome_of(comparison, busy=self.busy is not None and timing)

@@ -1,4 +1,4 @@
-"""The no-spec reference measured beside a spec config (specperf.analysis.compare:
+"""The no-spec reference measured beside a spec config (specperf.analysis.judge.machine_reference:
 reference_for, reference_change; the hold rule beside_reference in analysis.judge.rules):
 a timing REGRESSION that the machine's own slowdown explains is INCONCLUSIVE; one beyond it,
 or with the machine unchanged, stands. Synthetic runs (report.synthetic) with paired no-spec

@@ -3,7 +3,7 @@
 (a) A/A: ``--runs`` back-to-back runs of a profile with nothing changed, each a real
     ``python -m pytest perf_tests --perf-profile P --perf-run-dir D --perf-repeats R`` in a
     subprocess (as tests/e2e/test_perf_runs.py drives them). Every run is compared with
-    specperf.analysis.compare.compare_runs against the first run ("vs first") and against the run
+    specperf.analysis.judge.run.compare_runs against the first run ("vs first") and against the run
     before it ("consecutive"); every metric x case comparison called REGRESSION or
     IMPROVEMENT is a false alarm.
 (b) Injected regression: the same runs, but with the delaying proxy (specperf.engine.proxy, a
@@ -122,7 +122,7 @@ def _load(path: str) -> Any:
 def compare(run_path: str, ref_path: str, history: list[str] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
     """Every metric x case comparison of run against ref (with ref's kept runs
     ``history``, as a baseline's history directory would hold them), flattened."""
-    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.judge.run import compare_runs
 
     cmp = compare_runs(_load(run_path), _load(ref_path), force=True,
                        history=[_load(h) for h in history])
@@ -141,7 +141,7 @@ def acceptance_probe(run_path: str, ref_path: str) -> dict[str, int]:
     gate's acceptance rule. Counts how many such changes were caught."""
     import math
 
-    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.judge.run import compare_runs
 
     run, ref = _load(run_path), _load(ref_path)
     cases = []

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.outcome import worst
 from specperf.analysis.outside_load import run_busy_summary
-from specperf.analysis.verdict import worst
 from specperf.config import settings
 from specperf.config.exits import Exit
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
@@ -606,7 +606,7 @@ class PerfRun:
             return
         with ps.clock.phase(REPORTS):
             # Here: compare loads scipy, which only a run that measured something needs.
-            from specperf.analysis.compare import compare_runs
+            from specperf.analysis.judge.run import compare_runs
 
             run = ps.run_result()
             ctx = ps.baselines

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from specperf.analysis.compare import RunComparison
-from specperf.analysis.verdict import exit_status, outcomes_line
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.outcome import exit_status, outcomes_line
 from specperf.report.markdown import md_escape
 from specperf.schemas import Baseline, GateCheck, RunResult
 from tests.e2e.perf_process import assert_no_vllm_left, perf_env
@@ -41,7 +41,7 @@ pytestmark = [
 REPO = REPO_ROOT
 CI_PROFILE = REPO / "tests" / "profiles" / "cpu-ci.toml"
 #: Exit statuses of a run in which nothing failed: passed, inconclusive, machine busy
-#: (specperf.analysis.verdict). Which of them a run gets is the machine's to decide.
+#: (specperf.analysis.judge.outcome). Which of them a run gets is the machine's to decide.
 NOTHING_FAILED = (0, 6, 7)
 #: cpu-ci's prompts (its `workload.path`, relative to the profile file).
 CI_DATASET = REPO / "datasets" / "sharegpt-tiny.json"

@@ -77,7 +77,7 @@ from specperf.analysis.stats import Verdict
 from specperf.schemas import Baseline, CaseResult, RunResult
 
 if TYPE_CHECKING:
-    from specperf.analysis.compare import RunComparison
+    from specperf.analysis.judge.models import RunComparison
 
 __all__ = ["CaseAdvice", "ConfigAdvice", "RunAdvice", "advise"]
 

@@ -3,7 +3,7 @@
 Requests and the acceptance floors are exact (counts, counters); everything else a perf
 test asserts is a comparison of :mod:`specperf.analysis.compare` (against the baseline, or
 the paired TPOT gain against its floor), turned into a check by :func:`from_comparison`
-with the outcome :mod:`specperf.analysis.verdict` gives it — so the pytest outcome and
+with the outcome :mod:`specperf.analysis.judge.outcome` gives it — so the pytest outcome and
 ``specperf compare`` cannot disagree. Each check says in plain words which case, which
 metric, the baseline, the current figure and the limit, so the message is the explanation.
 """
@@ -17,7 +17,7 @@ from specperf.config.profile import AcceptanceGate, Load
 from specperf.schemas import Case, CaseResult, Direction, GateCheck
 
 if TYPE_CHECKING:
-    from specperf.analysis.compare import CaseComparison
+    from specperf.analysis.judge.models import CaseComparison
     from specperf.analysis.stats import Comparison
 
 #: Acceptance figures are ratios of integer counters; this absorbs float round-off
@@ -204,7 +204,7 @@ KIND_METRICS: dict[str, frozenset[str]] = {
 
 def from_comparison(kind: str, cc: CaseComparison) -> list[GateCheck]:
     """The checks of one test kind, one per comparison of the case that the kind asserts,
-    each with the outcome :mod:`specperf.analysis.verdict` gives it — the same as
+    each with the outcome :mod:`specperf.analysis.judge.outcome` gives it — the same as
     ``specperf compare`` shows for the case."""
     wanted = KIND_METRICS[kind]
     out = []

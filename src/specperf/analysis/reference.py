@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specperf.analysis.compare import compare_runs
+from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.samples import kept_runs, per_request, per_trial
 from specperf.analysis.stats import between_run_spread
 from specperf.schemas import Baseline, CaseResult, CompareRules, RunResult

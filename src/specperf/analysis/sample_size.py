@@ -197,7 +197,7 @@ def simulated_power(
     ``between_sd`` (log scale) adds the server-lifetime noise trials cannot show: each of
     the ``baseline_runs`` baseline runs (``n_baseline`` trials each, default ``n``) and the
     current run get their own log-normal offset, and the gate is told that spread, as
-    :func:`specperf.analysis.compare.compare_cases` does from a baseline's kept runs
+    :func:`specperf.analysis.compare.against_baseline` does from a baseline's kept runs
     (``spread_df``: its degrees of freedom when moderated by other cases).
     """
     if trials < 1:

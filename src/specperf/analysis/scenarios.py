@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from specperf.analysis.aggregate import sum_prefix_cache
 from specperf.analysis.gain import gain_vs_floor
 from specperf.analysis.judge.models import MetricDetail
+from specperf.analysis.judge.outcome import outcome_of
 from specperf.analysis.judge.rules import HoldContext, first_hold, held, rule_named
 from specperf.analysis.outside_load import busy_reason
-from specperf.analysis.verdict import outcome_of
 from specperf.config.rules import CompareRules
 from specperf.config.scenarios import (
     CategoriesScenario,

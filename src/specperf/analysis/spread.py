@@ -99,7 +99,7 @@ class KeptSpreads:
 def kept_spreads(baseline: RunResult | Baseline, history: Sequence[RunResult | Baseline],
                  rules: CompareRules) -> KeptSpreads:
     """The moderated spreads of every metric the comparison widens, for every case of the
-    baseline with its kept runs as :func:`specperf.analysis.compare.compare_cases` pools
+    baseline with its kept runs as :func:`specperf.analysis.compare.against_baseline` pools
     them (the newest ``rules.baseline_runs``)."""
     groups: dict[tuple[str, SampleKind], list[tuple[str, list[list[float]]]]] = {}
 

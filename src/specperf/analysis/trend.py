@@ -26,7 +26,7 @@ drafts nothing at the burst's batch size is caught here), and the phase after th
 is held to the one before it with the profile's comparison rules (acceptance:
 :func:`~specperf.analysis.stats.compare_rate` with ``[compare.metrics.acceptance_rate]``;
 TPOT: :func:`~specperf.analysis.stats.compare_samples` on the requests' TPOTs with
-``[compare.metrics.tpot]``), turned into outcomes by :mod:`specperf.analysis.verdict`.
+``[compare.metrics.tpot]``), turned into outcomes by :mod:`specperf.analysis.judge.outcome`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as scipy_stats
 
-from specperf.analysis import gate, verdict
+from specperf.analysis import gate
 from specperf.analysis.aggregate import case_result
+from specperf.analysis.judge.outcome import outcome_of
 from specperf.analysis.stats import Comparison, Direction, compare_rate, compare_samples
 from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
@@ -238,7 +239,7 @@ def ramp_checks(result: RampResult, config: ServerConfig, rules: CompareRules,
             and a_acc is not None and b_acc.rate is not None and a_acc.rate is not None):
         m = compare_rate(acc_rule.name, b_acc.rate, a_acc.rate, tolerance=acc_rule.min_effect)
         checks.append(_phase_check(case, "acceptance_rate (after vs before)", m,
-                                   verdict.outcome_of(m)))
+                                   outcome_of(m)))
     tpot_rule = rules.metrics.get("tpot")
     if tpot_rule is not None and tpot_rule.enabled:
         b = [t for s in before.trial.samples if s.ok and (t := s.tpot_s) is not None]
@@ -252,7 +253,7 @@ def ramp_checks(result: RampResult, config: ServerConfig, rules: CompareRules,
                  if x is not None]
         busy = max_outside_cores > 0 and any(x > max_outside_cores for x in loads)
         checks.append(_phase_check(case, "TPOT (after vs before)", m,
-                                   verdict.outcome_of(m, busy=busy), unit="ms",
+                                   outcome_of(m, busy=busy), unit="ms",
                                    scale=1000.0))
     return checks
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.analysis.advice import advise
-from specperf.analysis.compare import as_run, compare_runs
+from specperf.analysis.judge.run import as_run, compare_runs
 from specperf.analysis.overhead_regression import DEFAULT_ACCEPTANCE_TOLERANCE, DEFAULT_TOLERANCE
 from specperf.cli import options
 from specperf.config.exits import Exit

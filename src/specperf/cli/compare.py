@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specperf.analysis.compare import as_run, compare_runs
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.run import as_run, compare_runs
 from specperf.cli import options
 from specperf.config.exits import Exit
 from specperf.report.console import plain, render_comparison

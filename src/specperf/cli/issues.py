@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from specperf.analysis.compare import RunComparison
+from specperf.analysis.judge.models import RunComparison
 from specperf.cli import options
 from specperf.config import settings
 from specperf.config.exits import Exit

@@ -49,8 +49,9 @@ from specperf.schemas import Case, CaseResult, FreshServerConfirmation, Trial
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from specperf.analysis.compare import BesideReference, CaseComparison
     from specperf.analysis.judge.follow_up import FollowUp
+    from specperf.analysis.judge.machine_reference import BesideReference
+    from specperf.analysis.judge.models import CaseComparison
     from specperf.engine.after_matrix import AfterMatrix
 
 __all__ = ["CaseMeasurer", "ConfigRun", "MeasureError"]
@@ -419,7 +420,7 @@ class CaseMeasurer:
         if base is None and floor is None:
             return None
         # Here: the judge loads scipy, which only a run that judges as it goes needs.
-        from specperf.analysis.compare import judge_case
+        from specperf.analysis.judge.case import judge_case
         from specperf.analysis.judge.evidence import side_labels
 
         rules = self.profile.compare

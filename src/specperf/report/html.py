@@ -18,9 +18,9 @@ from pathlib import Path
 
 from specperf import __version__
 from specperf.analysis import outside_load
-from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.judge.models import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.judge.outcome import OUTCOME_ORDER, outcomes_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.report.console import delta_text, fmt_value, spec_lines, spread_text
 from specperf.report.plots import write_plots
 from specperf.report.scenarios import scenario_tables

@@ -53,7 +53,7 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from specperf.analysis.compare import CaseComparison, RunComparison
+from specperf.analysis.judge.models import CaseComparison, RunComparison
 from specperf.analysis.stats import Comparison
 from specperf.config.boundaries import check_slug
 from specperf.report.escape import md_code, md_escape, title_text

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from specperf.analysis import outside_load
-from specperf.analysis.compare import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.judge.models import VERDICT_ORDER, CaseComparison, RunComparison
+from specperf.analysis.judge.outcome import OUTCOME_ORDER, outcomes_line
 from specperf.analysis.power import repeats_line
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.analysis.verdict import OUTCOME_ORDER, outcomes_line
 from specperf.config import settings
 from specperf.report import time_scenarios
 from specperf.report.console import (

@@ -654,7 +654,7 @@ def test_published_figures_without_counters_still_give_gain_and_crossover() -> N
 
 
 def test_findings_are_kept_where_the_verdicts_back_them() -> None:
-    from specperf.analysis.compare import compare_runs
+    from specperf.analysis.judge.run import compare_runs
     from specperf.report.synthetic import scale_latency
 
     real = load_run("run-cpu-ci-k2.json")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.attribution import attribute, pinned_rates
-from specperf.analysis.compare import compare_runs
+from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
@@ -246,7 +246,7 @@ def test_a_twin_a_partial_update_carried_over_is_one_kept_twin() -> None:
     them holds the same pair. It is one kept twin, not two that agree exactly."""
     from datetime import timedelta
 
-    from specperf.analysis.compare import _kept_twins
+    from specperf.analysis.judge.run import _kept_twins
     from specperf.schemas import Baseline
 
     real, twin = make_case(), make_case(tpot_s=0.024)

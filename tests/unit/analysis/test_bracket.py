@@ -11,8 +11,8 @@ import pytest
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.bracket import block_drift, blocks_of, bracketed, widen
-from specperf.analysis.compare import compare_cases
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import ServerConfig
 from specperf.schemas import Case, CaseResult, CompareRules

@@ -4,8 +4,8 @@ hardware's baseline gain."""
 from __future__ import annotations
 
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.compare import compare_cases
 from specperf.analysis.gain import GAIN_METRIC, RELATIVE_METRIC, gain_vs_baseline, gain_vs_floor
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import ServerConfig
 from specperf.schemas import Case, CaseResult, CompareRules

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specperf.analysis import gate
-from specperf.analysis.compare import compare_cases
+from specperf.analysis.judge.case import compare_cases
 from specperf.config.profile import AcceptanceGate, Load
 from specperf.schemas import Acceptance, CompareRules
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specperf.analysis import outside_load
-from specperf.analysis.compare import compare_runs
+from specperf.analysis.judge.run import compare_runs
 from specperf.report.console import render_baseline, render_run
 from specperf.report.html import render_html
 from specperf.report.markdown import render_markdown

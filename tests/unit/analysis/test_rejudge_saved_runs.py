@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from specperf.analysis.compare import compare_runs
 from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.judge.rules import HOLD_RULES
+from specperf.analysis.judge.run import compare_runs
 from specperf.schemas import Baseline, RunResult
 from specperf.store.files import _AnyResult
 from tests.support import REPO_ROOT

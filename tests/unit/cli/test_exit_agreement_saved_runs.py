@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from specperf import cli
-from specperf.analysis.compare import compare_runs
 from specperf.analysis.gate import KIND_METRICS, from_comparison
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.run import compare_runs
 from specperf.schemas import RunResult
 from tests.support import REPO_ROOT
 from tests.unit.analysis.test_rejudge_saved_runs import GOLDEN, _by_key, _golden, _result_files

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from specperf import cli
-from specperf.analysis import verdict
-from specperf.analysis.judge import exit_status
+from specperf.analysis.judge import exit_status, outcome
 from specperf.cli import options
 from specperf.config.exits import EPILOG_HEADING, Exit, epilog, meaning
 from tests.support import REPO_ROOT
@@ -30,7 +29,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "exits_2_on_bad_input": options.exits_2_on_bad_input,
     "run_fetch": options.run_fetch,
     "run_exit_status": exit_status.run_exit_status,
-    "exit_status": verdict.exit_status,
+    "exit_status": outcome.exit_status,
 }
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from specperf.analysis.compare import RunComparison, compare_runs
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import compare_runs
 from specperf.cli import issues as cli_issues
 from specperf.cli import main
 from specperf.report.issues import LABEL, IssueKey, RunLinks, open_issues, plan

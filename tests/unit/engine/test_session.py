@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.compare import compare_cases
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.stats import Verdict
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.confirmation import confirm_on_fresh_server

@@ -8,7 +8,7 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.compare import compare_cases
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.judge.follow_up import follow_up_of_comparison
 from specperf.config.profile import Profile, load_profile
 from specperf.engine.confirmation import Flag, measure_flags_again

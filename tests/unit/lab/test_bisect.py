@@ -140,7 +140,7 @@ def test_a_step_passes_the_idle_wait_and_reads_the_ab_exit_code(
 
 def _comparison(tmp_path: Path, verdicts: dict[str, str]) -> Path:
     """An A/B's upgrade.json whose draft-k2-c1 has these metric → verdict comparisons."""
-    from specperf.analysis.compare import CaseComparison, RunComparison
+    from specperf.analysis.judge.models import CaseComparison, RunComparison
     from specperf.analysis.stats import Comparison, Direction, Verdict
     from specperf.schemas import Case
     from tests.support import make_provenance
@@ -192,7 +192,7 @@ def test_find_change_wants_min_baseline_runs_rounds_for_a_timing_improvement(
     inconclusive (so it runs again with more rounds), as such a REGRESSION would be."""
     import subprocess
 
-    from specperf.analysis.compare import RunComparison
+    from specperf.analysis.judge.models import RunComparison
     from specperf.config.rules import CompareRules
     from specperf.lab import bisect
 

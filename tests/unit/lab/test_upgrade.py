@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.compare import compare_runs
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.exits import Exit
 from specperf.config.profile import Profile

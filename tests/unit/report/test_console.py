@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.compare import RunComparison, compare_runs
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import compare_runs
 from specperf.config.profile import ServerConfig
 from specperf.report.console import (
     default_width,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specperf.analysis.compare import compare_runs
+from specperf.analysis.judge.run import compare_runs
 from specperf.report import write_all
 from specperf.report.html import render_html
 from specperf.report.synthetic import scale_latency

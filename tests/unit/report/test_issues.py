@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from specperf.analysis.compare import RunComparison, compare_runs
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import compare_runs
 from specperf.report.issues import IssueKey, RunLinks, check_ids, open_issues, plan
 from specperf.report.synthetic import scale_latency
 from specperf.schemas import RunResult

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specperf.analysis.compare import RunComparison, compare_runs
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import compare_runs
 from specperf.report.markdown import (
     MAX_BYTES,
     STEP_SUMMARY_LIMIT,

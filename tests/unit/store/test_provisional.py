@@ -11,8 +11,8 @@ import pytest
 
 from specperf.analysis import gate
 from specperf.analysis.aggregate import case_result
-from specperf.analysis.compare import compare_cases
 from specperf.analysis.gain import gain_vs_floor
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Summary

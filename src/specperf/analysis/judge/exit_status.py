@@ -8,7 +8,8 @@ not make — requests, the acceptance floors, the scenarios' — stay: before th
 compare` judged the comparisons alone and exited 0 on a run whose error rate had FAILED
 in pytest (tests/e2e/test_perf_runs.py named the exception). A check of the run that the
 new comparison does not remake (its case is missing from the other baseline) stays as
-the run recorded it.
+the run recorded it. How outcomes become an exit status (fail, then busy, then
+inconclusive) is :mod:`specperf.analysis.judge.outcome`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specperf.analysis.judge.models import RunComparison
-from specperf.analysis.verdict import exit_status
+from specperf.analysis.judge.outcome import exit_status
 from specperf.config.exits import Exit
 from specperf.schemas import Case, GateCheck, Outcome
 
@@ -38,7 +39,8 @@ def judged_outcomes(checks: Sequence[GateCheck],
 def run_exit_status(checks: Sequence[GateCheck], comparison: RunComparison | None) -> Exit:
     """The exit status of a run with these ``checks``, compared (``comparison``) or as it
     was judged: 2 when the comparison was refused (nothing judged), else 1 / 7 / 6 / 0 by
-    the worst outcome of :func:`judged_outcomes` (specperf.analysis.verdict)."""
+    the worst outcome of :func:`judged_outcomes`
+    (:func:`specperf.analysis.judge.outcome.exit_status`)."""
     if comparison is not None and comparison.refusals:
         return Exit.BAD_INPUT
     return exit_status(outcome for _, _, outcome in judged_outcomes(checks, comparison))

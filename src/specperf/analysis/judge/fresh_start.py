@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from specperf.analysis.judge.outcome import TIMING_METRIC_KEYS
 from specperf.analysis.stats import Comparison, Verdict
-from specperf.analysis.verdict import TIMING_METRIC_KEYS
 
 if TYPE_CHECKING:
     from specperf.analysis.judge.models import MetricDetail

@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specperf.analysis.attribution import Attribution
+from specperf.analysis.judge.outcome import TIMING_METRIC_KEYS, outcome_of
 from specperf.analysis.stats import Comparison, Verdict
-from specperf.analysis.verdict import TIMING_METRIC_KEYS, outcome_of
 from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance, SampleKind
 
 __all__ = ["VERDICT_ORDER", "CaseComparison", "MetricDetail", "RunComparison", "SampleKind"]
@@ -80,7 +80,7 @@ class CaseComparison(_Model):
                           "(0.6 cores from other processes)\"); None: measured on a quiet machine")
 
     def outcome(self, comparison: Comparison) -> Outcome:
-        """The check outcome of one of this case's comparisons (specperf.analysis.verdict)."""
+        """The check outcome of one of this case's comparisons (specperf.analysis.judge.outcome)."""
         detail = self.detail(comparison)
         timing = detail is None or detail.key in TIMING_METRIC_KEYS
         return outcome_of(comparison, busy=self.busy is not None and timing)

@@ -32,8 +32,8 @@ from specperf.analysis.gate import SPECULATION_ON_METRIC
 from specperf.analysis.judge.fresh_start import fresh_start_disagreed, not_confirmed
 from specperf.analysis.judge.machine_reference import BesideReference
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
+from specperf.analysis.judge.outcome import TIMING_METRIC_KEYS
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.analysis.verdict import TIMING_METRIC_KEYS
 from specperf.schemas import CaseResult, CompareRules, GateCheck
 
 __all__ = ["AGAINST_FLOOR", "HOLD_RULES", "SAMPLED_AT_T", "TIMING", "WITHIN_RUN", "HoldContext",

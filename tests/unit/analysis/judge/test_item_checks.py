@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from specperf.analysis import gate
-from specperf.analysis.compare import compare_cases
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.judge.item_checks import ITEM_KINDS, item_checks
 from specperf.config.profile import Profile, load_profile
 from specperf.schemas import Acceptance, CaseResult, GateCheck

@@ -4,8 +4,8 @@ in the comparison and in both renderings of it."""
 
 from __future__ import annotations
 
-from specperf.analysis.compare import compare_runs
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.judge.run_notes import model_revision_note
 from specperf.config.rules import CompareRules
 from specperf.report.console import render_comparison

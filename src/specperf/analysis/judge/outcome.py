@@ -22,7 +22,9 @@ Exit statuses (a pytest run and ``specperf compare`` alike; the numbers are
 specperf.config.exits'): OK every check passed (or had nothing to judge against), FAILED
 a check failed, INCONCLUSIVE nothing failed but something is, BUSY nothing failed but the
 machine was busy for some timing checks (BUSY wins over INCONCLUSIVE: the cure is a quiet
-machine).
+machine). Which outcomes a run's exit status is computed from (its checks, each one a
+comparison makes again replaced by the comparison's outcome) is
+:mod:`specperf.analysis.judge.exit_status`.
 """
 
 from __future__ import annotations

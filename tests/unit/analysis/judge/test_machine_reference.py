@@ -1,4 +1,4 @@
-"""The no-spec reference measured beside a spec config (specperf.analysis.compare:
+"""The no-spec reference measured beside a spec config (specperf.analysis.judge.machine_reference:
 reference_for, reference_change; the hold rule beside_reference in analysis.judge.rules):
 a timing REGRESSION that the machine's own slowdown explains is INCONCLUSIVE; one beyond it,
 or with the machine unchanged, stands. Synthetic runs (report.synthetic) with paired no-spec
@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.analysis.compare import (
-    RunComparison,
-    compare_runs,
-    reference_change,
-    reference_for,
-)
+from specperf.analysis.judge.machine_reference import reference_change, reference_for
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.rules import CompareRules
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run

@@ -41,15 +41,20 @@ from specperf.config.shards import parse_shard, shard_config_ids
 from specperf.engine.clock import REPORTS, SHUTDOWN
 from specperf.engine.engine_release import installed_engine, release_mismatch
 from specperf.engine.gpu_lock import GpuLocked, GpuLockUnusable
+from specperf.engine.kinds import (
+    KINDS,
+    TestKind,
+    TimeScenarioKind,
+    WorkloadScenarioKind,
+    kind_named,
+    kind_names,
+)
 from specperf.engine.server import ServerError
 from specperf.engine.server import stop_all as stop_all_servers
 from specperf.engine.servers import FaultInjection
 from specperf.engine.session import (
-    KINDS,
     RETRY_BATCH,
     RETRY_CAP_FACTOR,
-    SCENARIO_KINDS,
-    TIME_SCENARIO_KINDS,
     PerfOptions,
     PerfSession,
     SessionError,
@@ -198,7 +203,7 @@ def pytest_cmdline_main(config: pytest.Config) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "perf_cases(kind): parametrise `perf_case` with the profile's cases of this "
-        f"kind ({', '.join(KINDS + SCENARIO_KINDS)})"
+        f"kind ({', '.join(kind_names())})"
     )
     # pytest-benchmark's table would time each test's call of PerfSession.measure: the
     # first case of a server measures them all (84 s for nospec-c1 on cpu-tiny), the others
@@ -493,9 +498,9 @@ class PerfRun:
         if marker is None or not marker.args:
             raise pytest.UsageError(
                 f"{metafunc.definition.nodeid}: a test using `perf_case` needs "
-                f"@pytest.mark.perf_cases(KIND), KIND one of {KINDS + SCENARIO_KINDS}"
+                f"@pytest.mark.perf_cases(KIND), KIND one of {kind_names()}"
             )
-        kind = marker.args[0]
+        kind = kind_named(marker.args[0])
         with engine_errors(exit_on_usage=True):
             cases = self.session.plan.cases_for(kind)
         if not cases:
@@ -515,20 +520,21 @@ class PerfRun:
         ps = self.session
         order = {c.id: n for n, c in enumerate(ps.plan.ordered_configs())}
 
-        def key(pair: tuple[pytest.Item, tuple[str, Case] | None]) -> tuple[int, int, int, int]:
+        def key(pair: tuple[pytest.Item, tuple[TestKind, Case] | None]
+                ) -> tuple[int, int, int, int]:
             _, kc = pair
             if kc is None:
                 return (0, 0, 0, 0)
             kind, case = kc
-            if kind in TIME_SCENARIO_KINDS:  # on the config's own server, after its cases
-                return (1, order[case.config_id], case.concurrency,
-                        len(KINDS) + TIME_SCENARIO_KINDS.index(kind))
-            if kind in SCENARIO_KINDS:  # after the main matrix, on their own servers
-                return (3, SCENARIO_KINDS.index(kind), order[case.config_id], case.concurrency)
+            rank = KINDS.index(kind)  # the registry's run order
+            if isinstance(kind, TimeScenarioKind):  # on the config's own server, after its cases
+                return (1, order[case.config_id], case.concurrency, rank)
+            if isinstance(kind, WorkloadScenarioKind):  # after the matrix, on their own servers
+                return (3, rank, order[case.config_id], case.concurrency)
             # After the matrix (engine.after_matrix): the judged items after every config's
             # cases, so a flag is measured again on a fresh server minutes after it was raised.
             group = 2 if ps.after_matrix.waits(kind) else 1
-            return (group, order[case.config_id], case.concurrency, KINDS.index(kind))
+            return (group, order[case.config_id], case.concurrency, rank)
 
         perf_items.sort(key=key)  # stable: non-perf items keep their order, first
         shard = config.getoption("--perf-shard")
@@ -536,7 +542,7 @@ class PerfRun:
             mine = shard_configs(ps, shard)
             first = int(shard.split("/")[0]) == 1
 
-            def in_shard(item: pytest.Item, kc: tuple[str, Case] | None) -> bool:
+            def in_shard(item: pytest.Item, kc: tuple[TestKind, Case] | None) -> bool:
                 # A skipped no-cases item measures nothing: shard 1 has it, so the shards
                 # still partition the collected items.
                 if kc is None:
@@ -576,7 +582,7 @@ class PerfRun:
             if benchmark is not None:
                 result = benchmark.pedantic(ps.measure, args=(case,), rounds=1, iterations=1)
                 benchmark.extra_info.update(benchmark_extra_info(result))
-            checks = ps.evaluate(kind, case)
+            checks = ps.evaluate(kind_named(kind), case)
         gate_outcome(checks, self.current_item)
 
     def after_item(self, item: pytest.Item) -> None:
@@ -735,32 +741,8 @@ def _os_error(exc: OSError, path: Path) -> str:
     return f"{exc.filename or path}: {exc.strerror or exc}"
 
 
-#: Why a kind can have no case, and what would give it some.
-_NO_CASES = {
-    "requests": "the profile has no server config or concurrency",
-    "acceptance": "no speculative server config has an acceptance gate — add [gates.acceptance] "
-                  "(or gates.acceptance on a server config) to check acceptance",
-    "tpot_gain": "no speculative server config has a tpot_gain gate at any of the profile's "
-                 "concurrencies (≤ its max_concurrency) — add [gates.tpot_gain] or raise its "
-                 "max_concurrency to check the TPOT gain",
-    "latency": "the profile has no server config or concurrency",
-    "throughput": "the profile has no server config or concurrency",
-    "prefix_cache": "it has no [scenarios.prefix_cache] table (and a speculative server "
-                    "config) — add one to run the prefix-caching scenario (docs/scenarios.md)",
-    "context_length": "it has no [scenarios.context_length] table (and a speculative server "
-                      "config) — add one to measure acceptance per prompt-length bucket "
-                      "(docs/scenarios.md)",
-    "categories": "it has no [scenarios.categories] table (and a speculative server config) — "
-                  "add one to measure acceptance per task category (docs/scenarios.md)",
-    "soak": "the profile has no [scenarios.soak] table — add one to run a long-run "
-            "(drift) case (docs/scenarios.md)",
-    "ramp": "the profile has no [scenarios.ramp] table — add one to run the concurrency ramp "
-            "(docs/scenarios.md)",
-}
-
-
-def no_cases_reason(profile: str, kind: str) -> str:
-    return f"profile {profile!r} has no {kind} cases: {_NO_CASES.get(kind, 'none selected')}"
+def no_cases_reason(profile: str, kind: TestKind) -> str:
+    return f"profile {profile!r} has no {kind.name} cases: {kind.no_cases}"
 
 
 def _no_cases_item(item: pytest.Item) -> bool:
@@ -770,14 +752,14 @@ def _no_cases_item(item: pytest.Item) -> bool:
         and callspec.params["perf_case"] is None
 
 
-def _item_case(item: pytest.Item) -> tuple[str, Case] | None:
+def _item_case(item: pytest.Item) -> tuple[TestKind, Case] | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None or not isinstance(callspec.params.get("perf_case"), Case):
         return None
     marker = item.get_closest_marker("perf_cases")
     if marker is None:
         return None
-    return marker.args[0], callspec.params["perf_case"]
+    return kind_named(marker.args[0]), callspec.params["perf_case"]
 
 
 def shard_configs(ps: PerfSession, shard: str) -> set[str]:

@@ -163,7 +163,7 @@ def test_the_check_catches_the_names_that_moved() -> None:
                  "stats.replicated", "RunComparison.exit_code"):
         assert _code_name(gone) is False
     for here in ("judge.fresh_start.replicated", "stats.moderated_spreads",
-                 "gate.KIND_METRICS", "CaseSelection.cases_for", "Comparison.held_by",
+                 "kinds.from_comparison", "CaseSelection.cases_for", "Comparison.held_by",
                  "specperf.lab.upgrade"):
         assert _code_name(here) is True, here
     assert _code_name("load.pairing") is True  # a profile key

@@ -16,6 +16,7 @@ import pytest
 
 from specperf import plugin
 from specperf.engine.clock import RunClock
+from specperf.engine.kinds import kind_named
 from specperf.engine.servers import FaultInjection
 from specperf.engine.session import PerfOptions, PerfSession, SessionError
 from specperf.report.console import time_lines
@@ -60,7 +61,7 @@ def test_proxy_configs_must_name_the_profiles_configs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["acceptance", "tpot_gain"])
 def test_a_kind_without_cases_says_which_gate_would_give_it_some(kind: str) -> None:
-    reason = plugin.no_cases_reason("p", kind)
+    reason = plugin.no_cases_reason("p", kind_named(kind))
     assert reason.startswith(f"profile 'p' has no {kind} cases")
     assert "gates." in reason
 
@@ -119,7 +120,7 @@ def test_the_run_file_and_the_summary_say_where_the_time_went(
 @pytest.mark.parametrize("kind", ["requests", "latency", "throughput"])
 def test_a_kind_of_every_case_is_empty_only_without_configs_or_concurrencies(kind: str) -> None:
     # Latency and throughput are judged against the baseline at every case: no gate to add.
-    reason = plugin.no_cases_reason("p", kind)
+    reason = plugin.no_cases_reason("p", kind_named(kind))
     assert reason == f"profile 'p' has no {kind} cases: the profile has no server config or concurrency"
 
 

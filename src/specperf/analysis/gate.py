@@ -1,24 +1,17 @@
-"""The checks: pure functions from measured cases and their comparisons to GateChecks.
+"""The exact checks: pure functions from a measured case to GateChecks.
 
 Requests and the acceptance floors are exact (counts, counters); everything else a perf
 test asserts is a comparison of :mod:`specperf.analysis.compare` (against the baseline, or
-the paired TPOT gain against its floor), turned into a check by :func:`from_comparison`
-with the outcome :mod:`specperf.analysis.judge.outcome` gives it — so the pytest outcome and
-``specperf compare`` cannot disagree. Each check says in plain words which case, which
-metric, the baseline, the current figure and the limit, so the message is the explanation.
+the paired TPOT gain against its floor), turned into checks by the case's kind
+(:func:`specperf.analysis.judge.kinds.from_comparison`). Each check says in plain words
+which case, which metric, the current figure and the limit, so the message is the
+explanation.
 """
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING
-
 from specperf.config.profile import AcceptanceGate, Load
-from specperf.schemas import Case, CaseResult, Direction, GateCheck
-
-if TYPE_CHECKING:
-    from specperf.analysis.judge.models import CaseComparison
-    from specperf.analysis.stats import Comparison
+from specperf.schemas import CaseResult, GateCheck
 
 #: Acceptance figures are ratios of integer counters; this absorbs float round-off
 #: without hiding a change of one token in a million.
@@ -136,7 +129,8 @@ def check_acceptance(result: CaseResult, gate: AcceptanceGate,
 def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[GateCheck]:
     """The acceptance floors (overall and per draft position): exact counters, no interval
     needed. Against the baseline, acceptance is judged by the comparison
-    (:func:`from_comparison`) with the one tolerance of ``[compare.metrics.acceptance_rate]``."""
+    (:func:`specperf.analysis.judge.kinds.from_comparison`) with the one tolerance of
+    ``[compare.metrics.acceptance_rate]``."""
     case = result.case
     acc = result.acceptance
 
@@ -191,60 +185,3 @@ def check_acceptance_floors(result: CaseResult, gate: AcceptanceGate) -> list[Ga
             + ("meets" if ok else "below") + f" the floor {floor:.4f}",
         ))
     return checks
-
-
-#: Which comparisons (by MetricDetail.key) each test kind asserts.
-KIND_METRICS: dict[str, frozenset[str]] = {
-    "acceptance": frozenset({"acceptance_rate"}),
-    "tpot_gain": frozenset({"tpot_gain", "tpot_vs_nospec"}),
-    "latency": frozenset({"ttft", "tpot", "e2e"}),
-    "throughput": frozenset({"output_throughput"}),
-}
-
-
-def from_comparison(kind: str, cc: CaseComparison) -> list[GateCheck]:
-    """The checks of one test kind, one per comparison of the case that the kind asserts,
-    each with the outcome :mod:`specperf.analysis.judge.outcome` gives it — the same as
-    ``specperf compare`` shows for the case."""
-    wanted = KIND_METRICS[kind]
-    out = []
-    for m in cc.comparisons:
-        detail = cc.detail(m)
-        if detail is None or detail.key not in wanted:
-            continue
-        outcome = cc.outcome(m)
-        if outcome == "busy":
-            message = f"case {cc.case.id}: {m.metric} not measured: {cc.busy}"
-        else:
-            word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[outcome]
-            message = f"case {cc.case.id}: {word}: {m.reason}"
-        # The gain's comparison holds the floor where a baseline would be: it is the limit.
-        floor = detail.key == "tpot_gain"
-        out.append(GateCheck(
-            case=cc.case, gate=kind, metric=m.metric, unit=detail.unit,  # type: ignore[arg-type]
-            higher_is_better=m.direction is Direction.HIGHER_IS_BETTER,
-            baseline=None if floor else _finite(m.baseline), current=_finite(m.current),
-            threshold=_limit(m), outcome=outcome, message=message, held_by=m.held_by,
-        ))
-    return out
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def _limit(m: Comparison) -> float | None:
-    """The value the current figure is held to: the gain floor, or the baseline moved by
-    the minimum effect in the bad direction."""
-    if not math.isfinite(m.baseline):
-        return None
-    if m.min_effect == 0.0:
-        return m.baseline
-    worse = 1.0 + m.min_effect if m.direction is Direction.LOWER_IS_BETTER else 1.0 - m.min_effect
-    return m.baseline * worse if m.statistic != "rate" else m.baseline - m.min_effect
-
-
-def not_judged(kind: str, case: Case, reason: str) -> GateCheck:
-    """A kind with nothing to judge against (no baseline case): skipped with the reason."""
-    return GateCheck(case=case, gate=kind, metric="baseline", higher_is_better=True,  # type: ignore[arg-type]
-                     outcome="skip", message=reason)

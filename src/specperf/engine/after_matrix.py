@@ -29,15 +29,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from specperf.analysis.judge.kinds import CaseKind
 from specperf.config.profile import Profile
 from specperf.engine.confirmation import Flag, flag_ids, merge_flags
 from specperf.engine.measurer import MeasureError
-from specperf.engine.selection import JUDGED_KINDS
 from specperf.engine.server import ServerError
 from specperf.engine.trial_plan import PlanOutcome
 from specperf.schemas import Case, CaseResult
 
 if TYPE_CHECKING:
+    from specperf.engine.kinds import TestKind
     from specperf.engine.measurer import CaseMeasurer, ConfigRun
     from specperf.engine.selection import CaseSelection
 
@@ -78,17 +79,18 @@ class AfterMatrix:
         p = self.profile()
         return p.compare.confirm_after_matrix or p.load.reference == "bracket"
 
-    def waits(self, kind: str) -> bool:
+    def waits(self, kind: TestKind) -> bool:
         """Whether an item of this kind runs after the matrix: it reads the case's
-        comparison, which flags measured again (and bracketed gains) change."""
-        return kind in JUDGED_KINDS and self.applies
+        comparison (a judged case kind), which flags measured again (and bracketed gains)
+        change."""
+        return isinstance(kind, CaseKind) and kind.judged and self.applies
 
-    def selected(self, kind: str, case: Case) -> None:
+    def selected(self, kind: CaseKind, case: Case) -> None:
         """A selected item: one that does not wait has its config measured in the matrix."""
-        if kind not in JUDGED_KINDS:
+        if not kind.judged:
             self.matrix_configs.add(case.config_id)
 
-    def measured_before(self, kind: str, case: Case) -> bool:
+    def measured_before(self, kind: TestKind, case: Case) -> bool:
         """Whether this item runs after the matrix has measured its config: it needs no
         server of its own up (only the no-spec one a fresh start pairs with)."""
         return self.waits(kind) and case.config_id in self.matrix_configs

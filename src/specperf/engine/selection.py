@@ -15,34 +15,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from specperf.analysis.judge.item_checks import ITEM_KINDS
+from specperf.analysis.judge.kinds import CaseKind
 from specperf.config.profile import Profile, ServerConfig, pinning_refusal
-from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
-from specperf.engine.soak import ramp_case, soak_case
+from specperf.engine.kinds import TestKind, TimeScenarioKind, WorkloadScenarioKind
+from specperf.engine.scenarios import ScenarioRunner
 from specperf.schemas import Case
 
 if TYPE_CHECKING:
     from specperf.engine.after_matrix import AfterMatrix
 
-__all__ = [
-    "JUDGED_KINDS",
-    "KINDS",
-    "SCENARIO_KINDS",
-    "TIME_SCENARIO_KINDS",
-    "CaseSelection",
-]
-
-#: Test kinds, in the order their items run within a case (the judge's, one home).
-KINDS = ITEM_KINDS
-#: Kinds whose checks are read from the case's comparison with the baseline (and its paired
-#: gain): with [compare] confirm_after_matrix their items run after every config's cases,
-#: once the flags raised meanwhile are measured again (engine.after_matrix).
-JUDGED_KINDS = ("tpot_gain", "latency", "throughput")
-#: Kinds that are a scenario of their own ([scenarios] in the profile), not measured by
-#: the case measurer: the workload shapes on their own servers (specperf.engine.scenarios)
-#: and the time-structured ones on their config's server (specperf.engine.soak).
-TIME_SCENARIO_KINDS = ("soak", "ramp")
-SCENARIO_KINDS = (*WORKLOAD_SCENARIO_KINDS, *TIME_SCENARIO_KINDS)
+__all__ = ["CaseSelection"]
 
 
 @dataclass
@@ -74,43 +56,24 @@ class CaseSelection:
         # needs its measurement at the same concurrency.
         return sorted(self.profile.server_configs, key=lambda c: c.is_spec)
 
-    def cases_for(self, kind: str) -> list[Case]:
-        p = self.profile
-        if kind in SCENARIO_KINDS:
-            if kind in TIME_SCENARIO_KINDS:
-                if kind == "soak":
-                    return [soak_case(s) for s in p.scenarios.soak]
-                return [ramp_case(r) for r in p.scenarios.ramp]
-            return self.scenarios().cases(kind)
-        out: list[Case] = []
-        for cfg in self.ordered_configs():
-            gates = p.gates_for(cfg)
-            for c in p.concurrencies:
-                if kind == "requests":
-                    keep = True
-                elif kind == "acceptance":
-                    keep = cfg.is_spec and gates.acceptance is not None
-                elif kind == "tpot_gain":
-                    keep = (cfg.is_spec and gates.tpot_gain is not None
-                            and c <= gates.tpot_gain.max_concurrency)
-                elif kind in ("latency", "throughput"):
-                    keep = True  # every case, against the baseline ([compare] rules)
-                else:
-                    raise ValueError(f"unknown perf case kind {kind!r}; known: {KINDS}")
-                if keep:
-                    out.append(Case(config_id=cfg.id, concurrency=c))
-        return out
+    def cases_for(self, kind: TestKind) -> list[Case]:
+        """The cases of a test kind (specperf.engine.kinds): the parametrisation."""
+        if isinstance(kind, CaseKind):
+            return kind.cases(self.profile, self.ordered_configs())
+        if isinstance(kind, WorkloadScenarioKind):
+            return self.scenarios().cases(kind.name)
+        return kind.cases(self.profile)
 
-    def select(self, items: Iterable[tuple[str, Case]]) -> None:
+    def select(self, items: Iterable[tuple[TestKind, Case]]) -> None:
         """The (kind, case) of every selected perf item: which cases get measured."""
         for kind, case in items:
-            if kind in TIME_SCENARIO_KINDS:
+            if isinstance(kind, TimeScenarioKind):
                 continue  # its own load on its config's server (specperf.engine.soak)
-            if kind in SCENARIO_KINDS:  # measured on the scenario's own servers
-                self.scenarios().wanted.setdefault(kind, set()).add(case.config_id)
+            if isinstance(kind, WorkloadScenarioKind):  # on the scenario's own servers
+                self.scenarios().wanted.setdefault(kind.name, set()).add(case.config_id)
                 continue
             self.wanted.setdefault(case.config_id, set()).add(case.concurrency)
-            if kind == "tpot_gain":
+            if kind.paired:
                 self.tpot_gain_wanted.add(case)
             self.after_matrix().selected(kind, case)
 
@@ -132,14 +95,14 @@ class CaseSelection:
         """How many cases the case measurer will measure."""
         return sum(len(cs) for cs in self.wanted.values())
 
-    def needed_configs(self, kind: str, case: Case) -> list[str]:
+    def needed_configs(self, kind: TestKind, case: Case) -> list[str]:
         """Server configs an item of this kind needs up: its own, and for the paired
         TPOT gain the no-spec config too; a scenario's items none (it starts and stops its
         own). A judged item after the matrix whose config the matrix measured needs only
         the no-spec server, which the configs' fresh starts pair with."""
-        if kind in TIME_SCENARIO_KINDS:
+        if isinstance(kind, TimeScenarioKind):
             return [case.config_id]
-        if kind in SCENARIO_KINDS:
+        if isinstance(kind, WorkloadScenarioKind):
             return []
         nospec = self.profile.nospec
         cfg = self.profile.config(case.config_id)

@@ -18,8 +18,9 @@ its collaborators', built from the profile when first needed:
   its cases compare;
 * a :class:`~specperf.engine.observer.RunObserver` — whoever shows the run's progress.
 
-An item's checks are the judge's (specperf.analysis.judge.item_checks); the run file is
-put together by specperf.engine.run_assembly. It knows nothing of pytest: the plugin asks
+An item's kind (specperf.engine.kinds) says what measures it and, for a case kind, its
+checks (specperf.analysis.judge.kinds); the run file is put together by
+specperf.engine.run_assembly. It knows nothing of pytest: the plugin asks
 it for the case matrix, hands it the selected items, asks for gate checks and the run
 file, and turns its errors into pytest outcomes.
 """
@@ -34,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specperf.analysis.judge.item_checks import item_checks
+from specperf.analysis.judge.kinds import CaseKind
 from specperf.config.profile import Profile, load_profile
 from specperf.engine import gpu_lock, run_assembly
 from specperf.engine.after_matrix import AfterMatrix
@@ -42,15 +43,11 @@ from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.datasets import DatasetError, load_prompts, prompts_digest
 from specperf.engine.device_fit import memory_refusal
+from specperf.engine.kinds import TestKind, TimeScenarioKind
 from specperf.engine.measurer import CaseMeasurer, MeasureError
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.scenarios import ScenarioRunner
-from specperf.engine.selection import (
-    KINDS,
-    SCENARIO_KINDS,
-    TIME_SCENARIO_KINDS,
-    CaseSelection,
-)
+from specperf.engine.selection import CaseSelection
 from specperf.engine.server import ServerError, stop_each
 from specperf.engine.servers import FaultInjection, ServerPool
 from specperf.engine.soak import TimeScenarioRunner
@@ -73,10 +70,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 __all__ = [
-    "KINDS",
     "RETRY_BATCH",
-    "SCENARIO_KINDS",
-    "TIME_SCENARIO_KINDS",
     "RETRY_CAP_FACTOR",
     "MeasureError",
     "PerfOptions",
@@ -329,29 +323,30 @@ class PerfSession:
         specperf.engine.measurer); raises ServerError or MeasureError."""
         return self.measurer.measure(case)
 
-    def evaluate(self, kind: str, case: Case) -> list[GateCheck]:
+    def evaluate(self, kind: TestKind, case: Case) -> list[GateCheck]:
         """The checks of one item (measuring its case first if need be); raises
         ServerError or MeasureError (a RuntimeError) when there is nothing to check.
 
-        The per-kind rules are the judge's (specperf.analysis.judge.item_checks): requests
-        and the acceptance floors exact, everything else the case's comparison (made by
+        A case kind's rules are the judge's (specperf.analysis.judge.kinds): requests and
+        the acceptance floors exact, everything else the case's comparison (made by
         engine.measurer: against the baseline, and the paired TPOT gain) — what `specperf
-        compare` shows for the run file."""
-        if kind in SCENARIO_KINDS:
+        compare` shows for the run file. A scenario kind is measured and judged by its
+        runner (specperf.engine.kinds)."""
+        if not isinstance(kind, CaseKind):
             scenario_checks = (self.evaluate_time_scenario(kind, case)
-                               if kind in TIME_SCENARIO_KINDS
-                               else self.scenarios.evaluate(kind, case))
+                               if isinstance(kind, TimeScenarioKind)
+                               else self.scenarios.evaluate(kind.name, case))
             self.checks.extend(scenario_checks)
             return scenario_checks
         result = self.measure(case)
         if self.after_matrix.waits(kind):
             self.after_matrix.run(self.measurer, self.plan)
             result = self.measure(case)  # on both starts, if it was flagged
-        if kind == "tpot_gain" and case not in self.measurer.paired:
+        if kind.paired and case not in self.measurer.paired:
             why = self.measurer.paired_errors.get(case, "it was not measured")
             raise MeasureError(f"case {case.id}: the paired no-spec measurement failed: {why}")
         ctx = self.baselines
-        checks = item_checks(kind, case, result, self.profile,
+        checks = kind.checks(case, result, self.profile,
                              judged=self.measurer.comparisons.get(case),
                              no_baseline_reason=ctx.no_baseline_reason(case),
                              mismatch=ctx.mismatch(case))
@@ -364,12 +359,12 @@ class PerfSession:
         if self._built("measurer") is not None:
             self.after_matrix.abandon(self.measurer.results, interrupted=interrupted)
 
-    def evaluate_time_scenario(self, kind: str, case: Case) -> list[GateCheck]:
+    def evaluate_time_scenario(self, kind: TimeScenarioKind, case: Case) -> list[GateCheck]:
         """The profile's soak or ramp of this case, run on its server and judged."""
         runner = TimeScenarioRunner(self.profile, self.pool, self.prompts, say=self.say,
                                     clock=self.clock)
-        return runner.run_and_judge(kind, case, self.max_outside_cores,
-                                    self.time_scenario_results)
+        return kind.run_and_judge(runner, case, self.max_outside_cores,
+                                  self.time_scenario_results)
 
     # -- servers --------------------------------------------------------------------
 

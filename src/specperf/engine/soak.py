@@ -76,19 +76,24 @@ class TimeScenarioRunner:
         return run_load(url, model, self.prompts(), p.sampling, concurrency, n,
                         request_timeout_s=p.load.request_timeout_s)
 
-    def run_and_judge(self, kind: str, case: Case, max_outside_cores: float,
-                      into: TimeScenarioResults) -> list[GateCheck]:
-        """Run the profile's soak or ramp of ``case`` on its server, keep what it measured
-        in ``into`` and judge it (specperf.analysis.trend); raises ServerError or
+    def soak_and_judge(self, case: Case, max_outside_cores: float,
+                       into: TimeScenarioResults) -> list[GateCheck]:
+        """Run the profile's soak of ``case`` on its server, keep what it measured in
+        ``into`` and judge it (specperf.analysis.trend); raises ServerError or
+        ScrapeError."""
+        scenario = next(s for s in self.profile.scenarios.soak if soak_case(s) == case)
+        soak = self.soak(scenario)
+        soak = soak.model_copy(update={
+            "fits": trend.soak_fits(soak.windows, scenario, max_outside_cores)})
+        into.soak.append(soak)
+        return trend.soak_checks(soak)
+
+    def ramp_and_judge(self, case: Case, max_outside_cores: float,
+                       into: TimeScenarioResults) -> list[GateCheck]:
+        """Run the profile's ramp of ``case`` on its server, keep what it measured in
+        ``into`` and judge it (specperf.analysis.trend); raises ServerError or
         ScrapeError."""
         p = self.profile
-        if kind == "soak":
-            scenario = next(s for s in p.scenarios.soak if soak_case(s) == case)
-            soak = self.soak(scenario)
-            soak = soak.model_copy(update={
-                "fits": trend.soak_fits(soak.windows, scenario, max_outside_cores)})
-            into.soak.append(soak)
-            return trend.soak_checks(soak)
         ramp_scenario = next(r for r in p.scenarios.ramp if ramp_case(r) == case)
         ramp = self.ramp(ramp_scenario)
         into.ramp.append(ramp)

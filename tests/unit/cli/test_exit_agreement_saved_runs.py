@@ -1,6 +1,6 @@
 """Every saved run gets one exit status, whichever road judges it (#44).
 
-The roads: the pytest session (its checks are :func:`specperf.analysis.gate.from_comparison`
+The roads: the pytest session (its checks are :func:`specperf.analysis.judge.kinds.from_comparison`
 of each case's comparison plus the checks no comparison makes, and its exit status is
 ``run_exit_status(checks, None)``), ``specperf compare RUN BASELINE`` (the command, files on
 disk, its own history loading), and the nightly report (``specperf merge`` of the shards,
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from specperf import cli
-from specperf.analysis.gate import KIND_METRICS, from_comparison
 from specperf.analysis.judge.exit_status import run_exit_status
+from specperf.analysis.judge.kinds import CASE_KINDS, from_comparison
 from specperf.analysis.judge.run import compare_runs
 from specperf.schemas import RunResult
 from tests.support import REPO_ROOT
@@ -68,7 +68,7 @@ def test_pytest_compare_and_the_nightly_give_one_exit_status(
     # The pytest session's road: its checks as the session makes them from the comparison.
     remade = {(cc.case, m.metric) for cc, m in cmp.all()}
     session_checks = [c for c in run.checks if (c.case, c.metric) not in remade] + [
-        check for cc in cmp.cases for kind in KIND_METRICS for check in from_comparison(kind, cc)
+        check for cc in cmp.cases for kind in CASE_KINDS for check in from_comparison(kind, cc)
     ]
     assert {(c.case, c.metric) for c in session_checks} >= remade, (
         "a comparison no test kind asserts: pytest would not judge it"

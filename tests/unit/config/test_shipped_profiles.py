@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from specperf import plugin
+from specperf.analysis.judge.kinds import CASE_KINDS
 from specperf.config.profile import TINY_PREFIX, Profile, ShareGPTWorkload, load_profile
-from specperf.engine.session import KINDS, SCENARIO_KINDS
+from specperf.engine.kinds import kind_names
 from tests.support import GOLDEN_DIR, INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 
 ROOT = REPO_ROOT
@@ -57,7 +58,7 @@ EXPECTED_ITEMS = {
 
 def _expected_items(profile: Profile) -> int:
     """The same count, derived from the profile with the documented case rules."""
-    per_kind = dict.fromkeys(KINDS, 0)
+    per_kind = dict.fromkeys((k.name for k in CASE_KINDS), 0)
     for cfg in profile.server_configs:
         g = profile.gates_for(cfg)
         for c in profile.concurrencies:
@@ -292,8 +293,8 @@ def test_serve_args_are_vllm_arguments(name: str) -> None:
 
 
 def test_kinds_are_what_the_counts_assume() -> None:
-    assert KINDS == ("requests", "acceptance", "tpot_gain", "latency", "throughput")
-    assert SCENARIO_KINDS == ("prefix_cache", "context_length", "categories", "soak", "ramp")
+    assert kind_names() == ("requests", "acceptance", "tpot_gain", "latency", "throughput",
+                            "prefix_cache", "context_length", "categories", "soak", "ramp")
 
 
 # --- sharding (what the nightly workflow's matrix relies on) ----------------------------

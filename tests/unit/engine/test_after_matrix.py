@@ -7,11 +7,12 @@ tests/unit/engine/test_bracket.py."""
 
 from __future__ import annotations
 
+from specperf.analysis.judge.kinds import CaseKind
 from specperf.config.profile import Profile, load_profile
 from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.confirmation import Flag
+from specperf.engine.kinds import KINDS, kind_named
 from specperf.engine.measurer import ConfigRun
-from specperf.engine.selection import JUDGED_KINDS, KINDS
 from specperf.engine.trial_plan import PlanOutcome
 from specperf.report.synthetic import SynthConfig, synthetic_run
 from specperf.schemas import Case
@@ -32,11 +33,11 @@ def test_it_applies_with_confirm_after_matrix_or_the_bracket_only() -> None:
     # Read when asked: a setting changed after the object was built counts.
     profile.compare.confirm_after_matrix = True
     assert after.applies
-    assert [k for k in KINDS if after.waits(k)] == [k for k in KINDS if k in JUDGED_KINDS]
+    assert [k for k in KINDS if after.waits(k)] == [k for k in KINDS if isinstance(k, CaseKind) and k.judged]
     profile.compare.confirm_after_matrix = False
     # Load is frozen: the profile's own copy, as a profile with the key would load it.
     object.__setattr__(profile, "load", profile.load.model_copy(update={"reference": "bracket"}))
-    assert after.applies and after.waits("tpot_gain") and not after.waits("requests")
+    assert after.applies and after.waits(kind_named("tpot_gain")) and not after.waits(kind_named("requests"))
 
 
 def test_a_judged_item_finds_its_config_measured_only_if_a_matrix_item_measures_it() -> None:
@@ -45,16 +46,17 @@ def test_a_judged_item_finds_its_config_measured_only_if_a_matrix_item_measures_
     after = AfterMatrix(lambda: profile)
     draft, self3 = Case(config_id="draft-k2", concurrency=1), Case(config_id="self-k3",
                                                                    concurrency=1)
-    for kind, case in [("requests", draft), ("latency", draft), ("latency", self3)]:
+    for kind, case in [(kind_named("requests"), draft), (kind_named("latency"), draft),
+                       (kind_named("latency"), self3)]:
         after.selected(kind, case)
     assert after.matrix_configs == {"draft-k2"}
-    assert after.measured_before("latency", draft)
+    assert after.measured_before(kind_named("latency"), draft)
     # self-k3 has only judged items: the first of them measures it.
-    assert not after.measured_before("latency", self3)
+    assert not after.measured_before(kind_named("latency"), self3)
     # The matrix's own item never waits.
-    assert not after.measured_before("requests", draft)
+    assert not after.measured_before(kind_named("requests"), draft)
     profile.compare.confirm_after_matrix = False
-    assert not after.measured_before("latency", draft)
+    assert not after.measured_before(kind_named("latency"), draft)
 
 
 def test_abandoned_flags_keep_the_first_start_and_say_why() -> None:

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from specperf.analysis.bracket import bracketed
+from specperf.analysis.judge.kinds import REQUESTS, TPOT_GAIN
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import ProfileError, load_profile
 from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.bracket import Block, BracketSchedule
+from specperf.engine.kinds import TestKind
 from specperf.engine.server import ServerError
 from specperf.engine.session import PerfOptions, PerfSession, SessionError
 from specperf.report.synthetic import SynthConfig, scale_latency, synthetic_run
@@ -159,10 +161,10 @@ def bracket_session(tmp_path: Path, every: int, runner: ByServer,
 
     ps.pool._start = start  # type: ignore[method-assign]  # noqa: SLF001
     ps.measurer.runner = runner  # type: ignore[assignment]
-    items = [("requests", Case(config_id="nospec", concurrency=C1))]
+    items: list[tuple[TestKind, Case]] = [(REQUESTS, Case(config_id="nospec", concurrency=C1))]
     for cid in ("draft-k2", "self-k3"):
-        items += [("requests", Case(config_id=cid, concurrency=C1)),
-                  ("tpot_gain", Case(config_id=cid, concurrency=C1))]
+        items += [(REQUESTS, Case(config_id=cid, concurrency=C1)),
+                  (TPOT_GAIN, Case(config_id=cid, concurrency=C1))]
     ps.plan.select(items)
     return ps, starts, resident
 
@@ -172,7 +174,7 @@ def run_matrix(ps: PerfSession) -> None:
     for cid in ("nospec", "draft-k2", "self-k3"):
         ps.measure(Case(config_id=cid, concurrency=C1))
         ps.stop_server(cid)  # after its last item that needs it (the requests item)
-    ps.evaluate("tpot_gain", Case(config_id="draft-k2", concurrency=C1))
+    ps.evaluate(TPOT_GAIN, Case(config_id="draft-k2", concurrency=C1))
 
 
 @pytest.mark.parametrize(("every", "order"), [

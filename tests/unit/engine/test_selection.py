@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from specperf.analysis.judge.kinds import ACCEPTANCE, LATENCY, REQUESTS, THROUGHPUT, TPOT_GAIN
 from specperf.config.profile import ProfileError
-from specperf.engine.selection import KINDS
+from specperf.engine.kinds import PREFIX_CACHE, RAMP, SOAK
 from specperf.engine.session import PerfOptions, PerfSession
 from specperf.schemas import Case
 from tests.support import CPU_CI_PROFILE, REPO_ROOT
@@ -55,17 +56,14 @@ def test_each_kind_has_the_cases_its_gates_give_the_no_spec_config_first(
     assert [c.id for c in plan.profile.server_configs][-1] == "nospec"
     assert [c.id for c in plan.ordered_configs()] == ["nospec", "draft-k2", "self-k3"]
     every = ["nospec-c1", "nospec-c2", "draft-k2-c1", "draft-k2-c2", "self-k3-c1", "self-k3-c2"]
-    assert ids(plan.cases_for("requests")) == every
-    assert ids(plan.cases_for("latency")) == ids(plan.cases_for("throughput")) == every
-    assert ids(plan.cases_for("acceptance")) == every[2:]  # spec configs with a floor
-    assert ids(plan.cases_for("tpot_gain")) == ["draft-k2-c1", "self-k3-c1"]  # c ≤ 1
+    assert ids(plan.cases_for(REQUESTS)) == every
+    assert ids(plan.cases_for(LATENCY)) == ids(plan.cases_for(THROUGHPUT)) == every
+    assert ids(plan.cases_for(ACCEPTANCE)) == every[2:]  # spec configs with a floor
+    assert ids(plan.cases_for(TPOT_GAIN)) == ["draft-k2-c1", "self-k3-c1"]  # c ≤ 1
     # Scenarios: the spec configs at the scenario's concurrency; soak and ramp their own.
-    assert ids(plan.cases_for("prefix_cache")) == ["draft-k2-c2", "self-k3-c2"]
-    assert ids(plan.cases_for("soak")) == ["draft-k2-c1"]
-    assert ids(plan.cases_for("ramp")) == ["self-k3-c1"]
-    with pytest.raises(ValueError, match="unknown perf case kind 'latancy'") as err:
-        plan.cases_for("latancy")
-    assert str(KINDS) in str(err.value)
+    assert ids(plan.cases_for(PREFIX_CACHE)) == ["draft-k2-c2", "self-k3-c2"]
+    assert ids(plan.cases_for(SOAK)) == ["draft-k2-c1"]
+    assert ids(plan.cases_for(RAMP)) == ["self-k3-c1"]
 
 
 def test_the_selected_items_decide_what_is_measured(tmp_path: Path) -> None:
@@ -74,9 +72,9 @@ def test_the_selected_items_decide_what_is_measured(tmp_path: Path) -> None:
     nospec1, draft1, self2 = (Case(config_id="nospec", concurrency=1),
                               Case(config_id="draft-k2", concurrency=1),
                               Case(config_id="self-k3", concurrency=2))
-    plan.select([("requests", nospec1), ("tpot_gain", draft1), ("latency", self2),
-                 ("prefix_cache", Case(config_id="draft-k2", concurrency=2)),
-                 ("soak", draft1)])
+    plan.select([(REQUESTS, nospec1), (TPOT_GAIN, draft1), (LATENCY, self2),
+                 (PREFIX_CACHE, Case(config_id="draft-k2", concurrency=2)),
+                 (SOAK, draft1)])
     assert plan.wanted == {"nospec": {1}, "draft-k2": {1}, "self-k3": {2}}
     assert plan.tpot_gain_wanted == {draft1}
     # Only the requests item is measured in the matrix; the others read the comparison.
@@ -92,12 +90,12 @@ def test_the_selected_items_decide_what_is_measured(tmp_path: Path) -> None:
 def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path: Path) -> None:
     plan = session(tmp_path).plan
     c1 = Case(config_id="draft-k2", concurrency=1)
-    plan.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
-    at_once = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
+    plan.select([(REQUESTS, c1), (TPOT_GAIN, c1), (LATENCY, c1)])
+    at_once = {k.name: plan.needed_configs(k, c1) for k in (REQUESTS, TPOT_GAIN, LATENCY)}
     assert at_once == {k: ["draft-k2", "nospec"] for k in at_once}
     plan.profile.compare.confirm_after_matrix = True
     assert plan.after_matrix().applies
-    later = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
+    later = {k.name: plan.needed_configs(k, c1) for k in (REQUESTS, TPOT_GAIN, LATENCY)}
     # The matrix item measures draft-k2; the judged ones need only the no-spec server its
     # fresh start would pair with.
     assert later == {"requests": ["draft-k2", "nospec"], "tpot_gain": ["nospec"],
@@ -105,11 +103,11 @@ def test_judged_items_after_the_matrix_keep_only_the_no_spec_server_up(tmp_path:
     # A config only judged items select is measured by them: they need its server.
     alone = session(tmp_path).plan
     alone.profile.compare.confirm_after_matrix = True
-    alone.select([("latency", c1)])
-    assert alone.needed_configs("latency", c1) == ["draft-k2"]
+    alone.select([(LATENCY, c1)])
+    assert alone.needed_configs(LATENCY, c1) == ["draft-k2"]
     # A config with no paired TPOT gain selected needs no no-spec server.
     self1 = Case(config_id="self-k3", concurrency=1)
-    assert alone.needed_configs("requests", self1) == ["self-k3"]
+    assert alone.needed_configs(REQUESTS, self1) == ["self-k3"]
 
 
 def test_bracketed_no_item_needs_the_no_spec_server_beside_a_spec_one(tmp_path: Path) -> None:
@@ -122,8 +120,8 @@ def test_bracketed_no_item_needs_the_no_spec_server_beside_a_spec_one(tmp_path: 
     object.__setattr__(plan.profile, "load", load)
     assert not plan.profile.compare.confirm_after_matrix and plan.after_matrix().applies
     c1 = Case(config_id="draft-k2", concurrency=1)
-    plan.select([("requests", c1), ("tpot_gain", c1), ("latency", c1)])
-    needed = {k: plan.needed_configs(k, c1) for k in ("requests", "tpot_gain", "latency")}
+    plan.select([(REQUESTS, c1), (TPOT_GAIN, c1), (LATENCY, c1)])
+    needed = {k.name: plan.needed_configs(k, c1) for k in (REQUESTS, TPOT_GAIN, LATENCY)}
     assert needed == {"requests": ["draft-k2"], "tpot_gain": [], "latency": []}
     # The paired concurrencies are still the bracketed ones: the blocks measure there.
     assert plan.paired_concurrencies(plan.profile.config("draft-k2"), [1, 2]) == [1]
@@ -132,8 +130,8 @@ def test_bracketed_no_item_needs_the_no_spec_server_beside_a_spec_one(tmp_path: 
 def test_a_scenario_item_needs_its_config_or_no_server_of_the_matrix(tmp_path: Path) -> None:
     plan = session(tmp_path).plan
     draft2 = Case(config_id="draft-k2", concurrency=2)
-    assert plan.needed_configs("soak", Case(config_id="draft-k2", concurrency=1)) == ["draft-k2"]
-    assert plan.needed_configs("prefix_cache", draft2) == []  # starts and stops its own
+    assert plan.needed_configs(SOAK, Case(config_id="draft-k2", concurrency=1)) == ["draft-k2"]
+    assert plan.needed_configs(PREFIX_CACHE, draft2) == []  # starts and stops its own
 
 
 def test_attribute_gives_every_fixed_k_spec_config_a_twin(tmp_path: Path) -> None:

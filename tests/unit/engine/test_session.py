@@ -13,6 +13,7 @@ import pytest
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.judge.case import compare_cases
+from specperf.analysis.judge.kinds import LATENCY
 from specperf.analysis.stats import Verdict
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.confirmation import confirm_on_fresh_server
@@ -390,7 +391,7 @@ def test_a_judged_item_that_measures_its_own_config_still_waits_for_the_others(
     then the configs not measured yet, then the flag on a fresh start; its check reads
     both starts."""
     ps, cfg, started, case = _later_setup(tmp_path, [])
-    checks = ps.evaluate("latency", case)
+    checks = ps.evaluate(LATENCY, case)
     assert started == [cfg.id, "self-k3", cfg.id]
     tpot = next(c for c in checks if c.metric == "TPOT")
     assert tpot.outcome == "fail" and "confirmed on 2 server starts" in tpot.message

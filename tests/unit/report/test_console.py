@@ -254,12 +254,12 @@ def _without_baseline() -> RunResult:
     records it: every latency and throughput check skipped for one reason."""
     import gzip
 
-    from specperf.analysis.gate import not_judged
+    from specperf.analysis.judge.kinds import LATENCY, THROUGHPUT, not_judged
 
     run = RunResult.model_validate_json(gzip.decompress(SAVED.read_bytes()))
     kept = [c for c in run.checks if c.gate not in ("latency", "throughput")]
     skipped = [not_judged(kind, r.case, NO_BASELINE) for r in run.cases
-               for kind in ("latency", "throughput")]
+               for kind in (LATENCY, THROUGHPUT)]
     return run.model_copy(update={"checks": kept + skipped, "baseline_note": NO_BASELINE})
 
 
@@ -276,13 +276,13 @@ def test_skipped_checks_are_one_line_per_reason() -> None:
 
 
 def test_missing_cases_group_under_one_reason_with_their_names() -> None:
-    from specperf.analysis.gate import not_judged
+    from specperf.analysis.judge.kinds import LATENCY, THROUGHPUT, not_judged
     from specperf.report.console import skipped_lines
 
     cases = [Case(config_id="draft-k1", concurrency=c) for c in (1, 4)]
     checks = [not_judged(k, case, f"case {case.id} is not in the baseline b.json; record it "
                                   "with --perf-update-baselines")
-              for case in cases for k in ("latency", "throughput")]
+              for case in cases for k in (LATENCY, THROUGHPUT)]
     assert skipped_lines(checks) == [
         "not judged: latency (TTFT, TPOT, E2E) and throughput of 2 cases (draft-k1-c1, "
         "draft-k1-c4) (4 checks) — case <case> is not in the baseline b.json; record it with "
@@ -399,6 +399,7 @@ def test_80_columns_cut_no_word_of_a_metric_name() -> None:
     from rich.console import Console
 
     from specperf.analysis import gate
+    from specperf.analysis.judge.kinds import CASE_KINDS, from_comparison
     from specperf.config.profile import AcceptanceGate
     from specperf.config.rules import CompareRules
     from specperf.report.console import checks_table, held_check_lines
@@ -407,8 +408,7 @@ def test_80_columns_cut_no_word_of_a_metric_name() -> None:
     run = load_run(CPU_CI_PAIRED_RUN)
     cur = scale_latency(run, 1.3)
     cmp = compare_runs(cur, run, CompareRules(min_baseline_runs=2))
-    checks = [c for cc in cmp.cases for kind in gate.KIND_METRICS
-              for c in gate.from_comparison(kind, cc)]
+    checks = [c for cc in cmp.cases for kind in CASE_KINDS for c in from_comparison(kind, cc)]
     spec = next(r for r in cur.cases if r.acceptance is not None)
     checks += gate.check_acceptance(spec, AcceptanceGate(min_rate=0.3, min_mean_length=1.5,
                                                          min_per_position=[0.5, 0.2]))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from specperf.analysis import gate
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.gain import gain_vs_floor
 from specperf.analysis.judge.case import compare_cases
+from specperf.analysis.judge.kinds import LATENCY, THROUGHPUT, TPOT_GAIN, from_comparison
 from specperf.analysis.stats import Verdict
 from specperf.config.profile import load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Summary
@@ -128,7 +128,7 @@ def _sampled(profile, b: CaseResult, *, tpot: float = 1.0) -> CaseResult:
 def _checks(cc) -> dict[str, str]:
     """Outcome by metric of the latency and throughput checks of a case."""
     return {c.metric: c.outcome
-            for c in gate.from_comparison("latency", cc) + gate.from_comparison("throughput", cc)}
+            for c in from_comparison(LATENCY, cc) + from_comparison(THROUGHPUT, cc)}
 
 
 def test_published_run_passes_against_the_provisional_baseline(profile, stored: Baseline) -> None:
@@ -196,7 +196,7 @@ def test_published_gains_clear_the_floors(profile, stored: Baseline) -> None:
         nospec = by_case[Case(config_id="nospec", concurrency=case.concurrency)]
         cc = compare_cases(None, _sampled(profile, base), profile.compare,
                            paired=_sampled(profile, nospec), gain_floor=g.ratio_at(case.concurrency))
-        [chk] = gate.from_comparison("tpot_gain", cc)
+        [chk] = from_comparison(TPOT_GAIN, cc)
         assert chk.outcome == "pass", chk.message
         assert chk.threshold == g.ratio_at(case.concurrency)
         checked += 1

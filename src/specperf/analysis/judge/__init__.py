@@ -10,7 +10,7 @@
    start: :mod:`~specperf.analysis.judge.fresh_start`);
 3. **holds** — :mod:`~specperf.analysis.judge.rules`: the hold rules, one ordered tuple
    (:data:`HOLD_RULES`) applied in one loop, each recorded by name on what it held;
-4. **checks** — :mod:`~specperf.analysis.judge.item_checks`: the checks of one perf item,
+4. **checks** — :mod:`~specperf.analysis.judge.kinds`: the checks of one perf item by its kind,
    each with the outcome :mod:`~specperf.analysis.judge.outcome` gives a comparison (the
    one verdict → outcome mapping);
 5. **exit** — :mod:`~specperf.analysis.judge.exit_status`: one exit status from one list

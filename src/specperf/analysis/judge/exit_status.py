@@ -2,8 +2,8 @@
 upgrade A/B and the nightly report alike (docs/how-a-run-works.md, "Exit statuses").
 
 The list is the run's own checks, with every check that a comparison makes (one per
-compared metric of a case, :func:`specperf.analysis.gate.from_comparison`) replaced by
-that comparison's outcome when the run is compared again. The checks a comparison does
+compared metric of a case, :func:`specperf.analysis.judge.kinds.from_comparison`)
+replaced by that comparison's outcome when the run is compared again. The checks a comparison does
 not make — requests, the acceptance floors, the scenarios' — stay: before this, `specperf
 compare` judged the comparisons alone and exited 0 on a run whose error rate had FAILED
 in pytest (tests/e2e/test_perf_runs.py named the exception). A check of the run that the

@@ -29,7 +29,7 @@ NOT_TEST_KINDS = {
     # segmented pool): ScenarioRunner.evaluate is handed the kind's name.
     ("engine/scenarios.py", "kind == 'prefix_cache'"),
     ("engine/scenarios.py", "kind in SEGMENTED_KINDS"),
-    ("engine/scenarios.py", "kind == 'context_length'"),
+    ("engine/segmented_scenarios.py", "kind == 'context_length'"),
 }
 
 

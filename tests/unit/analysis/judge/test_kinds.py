@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.analysis.compare import compare_cases
+from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.judge.kinds import (
     ACCEPTANCE,
     CASE_KINDS,

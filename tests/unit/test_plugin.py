@@ -104,7 +104,7 @@ def test_the_run_file_and_the_summary_say_where_the_time_went(
     saved = load_result(tmp_path / "run" / "run.json")
     assert isinstance(saved, RunResult)
     t = saved.time_breakdown
-    assert t is not None and t == perf.run[0].time_breakdown
+    assert t is not None and perf.report is not None and t == perf.report.run.time_breakdown
     assert t.reports_s > 0 and t.shutdown_s > 0
     assert t.server_starts_s == t.trials_s == t.warmups_s == 0 and t.quiet_ratio is None
     assert t.other_s == pytest.approx(t.wall_s - t.reports_s - t.shutdown_s)

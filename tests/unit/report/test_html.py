@@ -55,6 +55,34 @@ def test_write_all_writes_every_artifact(report_dir: Path) -> None:
     assert "REGRESSION" in (report_dir / "report.txt").read_text()
 
 
+def test_write_all_and_the_renderers_compare_and_advise_nothing(
+        real: RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report is built once (specperf.analysis.run_report); writing its views asks no
+    comparison, advice or exit status again: each of those raises here, wherever a
+    renderer module could reach it from."""
+    import sys
+
+    cur = scale_latency(real, 1.3, cases=["self-k3"])
+    assert isinstance(cur, RunResult)
+    report = build_run_report(cur, real, baseline_label=str(REAL_RUN))
+    assert report.comparison is not None and report.advice is not None
+
+    def asked(*_a: object, **_k: object) -> None:
+        raise AssertionError("a renderer computed what the run's report holds")
+
+    names = ("compare_runs", "advise", "run_exit_status", "build_run_report")
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("specperf.analysis", "specperf.report")) and module is not None:
+            for fn in names:
+                if hasattr(module, fn):
+                    monkeypatch.setattr(module, fn, asked)
+    written = write_all(report, tmp_path, step_summary=False)  # strict: nothing swallowed
+    assert {"run", "comparison", "advice", "markdown", "html", "text"} <= set(written)
+    text = (tmp_path / "report.txt").read_text()
+    assert "REGRESSION" in text and "cost model per draft and concurrency" in text
+    assert json.loads((tmp_path / "advice.json").read_text())["baseline"] == str(REAL_RUN)
+
+
 def test_html_is_self_contained(report_dir: Path) -> None:
     page = (report_dir / "report.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")

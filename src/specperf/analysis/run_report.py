@@ -58,6 +58,7 @@ def build_run_report(
     notes: Sequence[str] = (),
     judged_again: bool = False,
     with_advice: bool = True,
+    advice_names_recorded_baseline: bool = False,
     strict: bool = True,
 ) -> RunReport:
     """Compare ``run`` with ``baseline`` (when given; ``rules``, ``history``, the labels and
@@ -66,7 +67,10 @@ def build_run_report(
     cases (``with_advice``; the findings backed by the comparison's verdicts), and settle
     the exit status.
 
-    The baseline is named ``baseline_label``, else the path the run recorded. With
+    The baseline is named ``baseline_label``, else the path the run recorded;
+    ``advice_names_recorded_baseline`` (``specperf report``) names it in the advice by the
+    path the run recorded, whatever it was compared with (what that command has always
+    written, kept as it was). With
     ``judged_again`` (``specperf compare``, the upgrade A/B) the comparison's outcomes
     replace the run's checks it makes again; without (the pytest run, whose checks were
     judged as it ran) the run exits by its own checks. Not ``strict`` (the plugin), an
@@ -87,7 +91,8 @@ def build_run_report(
         from specperf.analysis.advice import advise  # scipy, as above
 
         try:
-            advice = advise(own, baseline, baseline_name=label, comparison=comparison)
+            name = own.baseline_path if advice_names_recorded_baseline else label
+            advice = advise(own, baseline, baseline_name=name, comparison=comparison)
         except Exception as exc:
             if strict:
                 raise

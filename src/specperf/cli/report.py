@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             for note in ref.notes:
                 print(plain(f"specperf: {note}"), file=sys.stderr)
     report = build_run_report(result, base, run_label=args.run, baseline_label=label,
-                              history=history, notes=notes)
+                              history=history, notes=notes, advice_names_recorded_baseline=True)
     out = Path(args.out)
     try:
         written = write_all(report, out, step_summary=args.step_summary)

@@ -75,6 +75,12 @@ def test_the_baseline_is_named_by_the_label_else_the_path_the_run_recorded(
     assert report.comparison is not None
     assert report.comparison.baseline_label == "baselines/cpu-tiny/x.json"
     assert report.advice is not None and report.advice.baseline == "baselines/cpu-tiny/x.json"
+    # `specperf report RUN --baseline OTHER` names the advice's baseline as the run recorded
+    # it (what it always wrote), the comparison's as given.
+    other = build_run_report(run, real, baseline_label="other.json",
+                             advice_names_recorded_baseline=True)
+    assert other.comparison is not None and other.comparison.baseline_label == "other.json"
+    assert other.advice is not None and other.advice.baseline == "baselines/cpu-tiny/x.json"
 
 
 def test_a_run_without_speculative_cases_or_baseline_has_neither_advice_nor_comparison(

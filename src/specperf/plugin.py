@@ -24,14 +24,15 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.judge.outcome import worst
 from specperf.analysis.outside_load import run_busy_summary
+from specperf.analysis.run_report import RunReport, build_run_report
 from specperf.config import settings
 from specperf.config.exits import Exit
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
@@ -444,7 +445,7 @@ class PerfRun:
     def __init__(self, session: PerfSession, progress: RunProgress) -> None:
         self.session = session
         self.progress = progress
-        self.run: Any = None  # (RunResult, RunComparison | None) once written
+        self.report: RunReport | None = None  # once the run's reports are written
         #: The test running now: where an undecided outcome is marked for its report.
         self.current_item: pytest.Item | None = None
 
@@ -611,16 +612,15 @@ class PerfRun:
                 and not ps.time_scenarios_ran):
             return
         with ps.clock.phase(REPORTS):
-            # Here: compare loads scipy, which only a run that measured something needs.
-            from specperf.analysis.judge.run import compare_runs
-
             run = ps.run_result()
             ctx = ps.baselines
-            comparison = None
-            if ctx.baseline is not None:
-                comparison = compare_runs(run, ctx.baseline, ps.profile.compare,
-                                          baseline_label=str(ctx.path), force=True,
-                                          history=ctx.history)
+            # The run's report, built once: its comparison with the baseline, its advice
+            # (advice that fails is said, never fatal: it explains, the checks decide) and
+            # its exit status, which every view below shows.
+            report = build_run_report(run, ctx.baseline, rules=ps.profile.compare,
+                                      history=ctx.history,
+                                      baseline_label=None if ctx.path is None else str(ctx.path),
+                                      force=True, strict=False)
             # Every view of the one result: run.json, report.md/html/txt, plots/*.png, and
             # the GitHub job summary when $GITHUB_STEP_SUMMARY is set. A renderer that fails
             # is a warning; the run's verdict does not depend on it. The run file gets the
@@ -631,9 +631,9 @@ class PerfRun:
                 stamped.append(ps.with_time_breakdown(result))
                 return stamped[-1]
 
-            write_all(run, ps.options.run_dir, ctx.baseline, comparison=comparison,
-                      strict=False, stamp=stamp)
+            write_all(report, ps.options.run_dir, strict=False, stamp=stamp)
             run = stamped[-1] if stamped else ps.with_time_breakdown(run)
+        comparison = report.comparison
         if ps.options.json_path is not None:
             try:
                 atomic_write_text(ps.options.json_path, run.model_dump_json(indent=1))
@@ -641,13 +641,13 @@ class PerfRun:
                 ps.say("specperf: could not write the run file: "
                        f"{_os_error(exc, ps.options.json_path)}")
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-        self.run = (run, comparison)
+        self.report = replace(report, run=run)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if session.exitstatus == pytest.ExitCode.OK:
             # Nothing failed: undecided checks still get their own status (6 inconclusive,
             # 7 machine busy; docs/how-a-run-works.md), from the one function that
-            # `specperf compare`, merge and the upgrade A/B exit by.
-            session.exitstatus = run_exit_status(run.checks, None)
+            # `specperf compare`, merge and the upgrade A/B exit by (the report's).
+            session.exitstatus = report.exit_status
         fault = ps.options.fault
         if ps.options.update_baselines and fault is not None and not fault.is_reference:
             ps.say("specperf: fault injection (SPECPERF_PROXY_*) is on — baseline NOT updated")
@@ -692,9 +692,11 @@ class PerfRun:
                        f"previous kept in {ctx.path.parent / 'history'})")
 
     def summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        if self.run is None:
+        if self.report is None:
             return
-        run, comparison = self.run
+        report = self.report
+        run = report.run
+        assert isinstance(run, RunResult)  # the plugin's report is of its own run
         # Here: the console renderers load scipy (through compare), needed only to show a run.
         from specperf.report.console import render_comparison, render_run, time_lines
 
@@ -710,16 +712,15 @@ class PerfRun:
             if c.outcome in UNDECIDED_STATUS:
                 terminalreporter.write_line(f"{UNDECIDED_STATUS[c.outcome][2]} {c.message}",
                                             yellow=True)
-        if comparison is not None:
-            terminalreporter.write(render_comparison(comparison, width=width, color=tw.hasmarkup,
-                                                     verbose=verbose))
-        if any(c.method for c in run.cases):
-            from specperf.analysis.advice import advise  # scipy: only runs with spec cases
-
+        if report.comparison is not None:
+            terminalreporter.write(render_comparison(report.comparison, width=width,
+                                                     color=tw.hasmarkup, verbose=verbose))
+        if report.advice_error is not None:
+            terminalreporter.write_line(f"specperf: no advice: {report.advice_error}")
+        elif report.advice is not None:
             try:
-                advice = advise(run, self.session.baselines.baseline, comparison=comparison)
-                terminalreporter.write(render_advice(advice, width=width, color=tw.hasmarkup,
-                                                    brief=not verbose))
+                terminalreporter.write(render_advice(report.advice, width=width,
+                                                    color=tw.hasmarkup, brief=not verbose))
             except Exception as exc:  # noqa: BLE001 - advice explains; it never decides a run
                 terminalreporter.write_line(f"specperf: no advice: {type(exc).__name__}: {exc}")
         if run.time_breakdown is not None:

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from specperf import plugin
+from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.kinds import kind_named
 from specperf.engine.servers import FaultInjection
@@ -22,7 +23,7 @@ from specperf.engine.session import PerfOptions, PerfSession, SessionError
 from specperf.report.console import time_lines
 from specperf.schemas import RunResult
 from specperf.store.files import load_result
-from tests.support import CPU_CI_PROFILE, REPO_ROOT, make_case
+from tests.support import CPU_CI_PROFILE, REPO_ROOT, make_baseline, make_case
 
 
 def test_option_is_registered_by_the_plugin(pytestconfig: pytest.Config) -> None:
@@ -105,7 +106,7 @@ def test_the_run_file_and_the_summary_say_where_the_time_went(
     saved = load_result(tmp_path / "run" / "run.json")
     assert isinstance(saved, RunResult)
     t = saved.time_breakdown
-    assert t is not None and t == perf.run[0].time_breakdown
+    assert t is not None and perf.report is not None and t == perf.report.run.time_breakdown
     assert t.reports_s > 0 and t.shutdown_s > 0
     assert t.server_starts_s == t.trials_s == t.warmups_s == 0 and t.quiet_ratio is None
     assert t.other_s == pytest.approx(t.wall_s - t.reports_s - t.shutdown_s)
@@ -115,6 +116,47 @@ def test_the_run_file_and_the_summary_say_where_the_time_went(
     assert term.lines[-2].startswith(("time: ", "  "))
     assert [line for line in term.lines if line.startswith("time: ")] == [
         time_lines(t, 120)[0]]
+
+
+def test_a_perf_run_compares_and_advises_once_for_its_files_and_its_summary(
+        tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's report is built once at the end (specperf.analysis.run_report): the files
+    and the terminal summary show the one comparison and the one advice (before it, the
+    summary advised a second time)."""
+    from specperf.analysis import advice, compare
+
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    calls: list[str] = []
+
+    def counted(module: object, name: str) -> None:
+        real = getattr(module, name)
+
+        def counting(*args: object, **kwargs: object) -> object:
+            calls.append(name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counting)
+
+    counted(compare, "compare_runs")
+    counted(advice, "advise")
+    ps = _session(tmp_path)
+    for case in (make_case("nospec", spec=False), make_case()):
+        ps.measurer.results[case.case] = case  # measured, as far as the plugin can tell
+    ps.baselines = BaselineContext(ps.profile, path=tmp_path / "baseline.json",
+                                   baseline=make_baseline())
+    perf = plugin.PerfRun(ps, progress=None)  # type: ignore[arg-type]
+    perf.finish(SimpleNamespace(exitstatus=0), 0)  # type: ignore[arg-type]
+    term = _Terminal()
+    perf.summary(term, pytestconfig)
+    assert sorted(calls) == ["advise", "compare_runs"]
+    report = perf.report
+    assert report is not None and report.advice is not None and report.comparison is not None
+    saved = json.loads((tmp_path / "run" / "advice.json").read_text())
+    assert saved == json.loads(report.advice.model_dump_json())
+    assert saved["baseline"] == str(tmp_path / "baseline.json")
+    shown = "\n".join(term.lines)
+    assert f"no overhead regression against {tmp_path / 'baseline.json'}" in " ".join(
+        shown.split())
 
 
 @pytest.mark.parametrize("kind", ["requests", "latency", "throughput"])

@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specperf.analysis.judge.exit_status import run_exit_status
-from specperf.analysis.judge.run import as_run, compare_runs
+from specperf.analysis.judge.run import as_run
+from specperf.analysis.run_report import build_run_report
 from specperf.cli import options
 from specperf.config.exits import Exit
 from specperf.report.console import plain, render_comparison
 from specperf.report.markdown import render_markdown, write_step_summary
-from specperf.schemas import RunResult
 
 PROG = "specperf"
 
@@ -72,10 +71,13 @@ def run(args: argparse.Namespace) -> int:
         for note in ref.notes:
             print(plain(f"specperf: {note}"), file=sys.stderr)
         return Exit.OK
-    cmp = compare_runs(result, ref.baseline, run_label=args.run,
-                       baseline_label=ref.baseline_label, force=args.force,
-                       history=ref.history)
-    cmp.notes[:0] = ref.notes
+    # Judged again: the comparison's outcomes replace the run's checks it makes again.
+    report = build_run_report(result, ref.baseline, run_label=args.run,
+                              baseline_label=ref.baseline_label, force=args.force,
+                              history=ref.history, notes=ref.notes, judged_again=True,
+                              with_advice=False)
+    cmp = report.comparison
+    assert cmp is not None  # compared with ref.baseline
     if options.wants_json(args):
         print(cmp.model_dump_json(indent=1))
     else:
@@ -98,5 +100,4 @@ def run(args: argparse.Namespace) -> int:
         print(plain(f"specperf: refused: {r}"), file=sys.stderr)
     # The run's own checks that a comparison does not make (requests, floors) count too:
     # the exit status is the pytest run's, from one list (analysis.judge.exit_status).
-    checks = result.checks if isinstance(result, RunResult) else []
-    return run_exit_status(checks, cmp)
+    return report.exit_status

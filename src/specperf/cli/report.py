@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specperf.analysis.judge.run import as_run, compare_runs
+from specperf.analysis.judge.run import as_run
+from specperf.analysis.run_report import build_run_report
 from specperf.cli import options
 from specperf.config.exits import Exit
 from specperf.report import write_all
@@ -83,27 +84,27 @@ def run(args: argparse.Namespace) -> int:
     _check_out(Path(args.out), args, result)
     base = options.load(args.baseline) if args.baseline else None
     history = options.history(args, args.baseline) if args.baseline else []
-    cmp = None
+    label: str | None = None
+    notes: list[str] = []
     if base is not None or args.kept_runs:
         # The same choice `compare --kept-runs` makes, so the report shows the gate's verdicts.
         ref = options.reference(args, result, base, args.baseline, history)
-        base = ref.baseline
-        if base is not None:
-            cmp = compare_runs(result, base, run_label=args.run,
-                               baseline_label=ref.baseline_label, history=ref.history)
-            cmp.notes[:0] = ref.notes
-        else:
+        base, label, history, notes = ref.baseline, ref.baseline_label, ref.history, ref.notes
+        if base is None:
             for note in ref.notes:
                 print(plain(f"specperf: {note}"), file=sys.stderr)
+    report = build_run_report(result, base, run_label=args.run, baseline_label=label,
+                              history=history, notes=notes, advice_names_recorded_baseline=True)
     out = Path(args.out)
     try:
-        written = write_all(result, out, base, comparison=cmp, step_summary=args.step_summary)
+        written = write_all(report, out, step_summary=args.step_summary)
     except OSError as exc:
         raise options.BadInput(f"--out {out}: cannot write the report: {exc.strerror or exc} — "
                                "give a writable directory") from None
     print(render_run(result, width=args.width), end="")
-    if cmp is not None:
-        print(render_comparison(cmp, width=args.width, verbose=args.verbose), end="")
+    if report.comparison is not None:
+        print(render_comparison(report.comparison, width=args.width, verbose=args.verbose),
+              end="")
     print(f"\nwrote {len(written)} files to {out}:")
     for name, path in written.items():
         print(f"  {name:<36} {path}")

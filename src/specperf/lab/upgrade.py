@@ -21,8 +21,8 @@ baseline is ever read or written) and all share one ``--perf-models-cache``.
 Pooling. Each side's run files become one run: a case measured in several rounds keeps
 all its trials (concatenated, re-indexed) and its summaries are recomputed with
 :func:`specperf.analysis.aggregate.case_result`; provenance is the side's first run's. The
-candidate's pooled run is then compared with :func:`specperf.analysis.judge.run.compare_runs`
-against the current's (as a baseline), under the profile's ``[compare]`` rules: the
+candidate's pooled run is then judged again against the current's (as a baseline), under
+the profile's ``[compare]`` rules (:func:`specperf.analysis.run_report.build_run_report`): the
 console table is printed and DIR/upgrade.json (the comparison), DIR/upgrade.md,
 DIR/current.json and DIR/candidate.json are written.
 
@@ -509,8 +509,7 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
           out: Path, failures: dict[str, str]) -> Outcome:
     """Pool each side, compare candidate against current, and settle the exit code."""
     # scipy: only a finished A/B compares
-    from specperf.analysis.judge.exit_status import run_exit_status
-    from specperf.analysis.judge.run import compare_runs
+    from specperf.analysis.run_report import build_run_report
 
     if not runs["A"] or not runs["B"]:
         missing = [SIDE_NAME[s] for s in ("A", "B") if not runs[s]]  # type: ignore[index]
@@ -524,14 +523,18 @@ def judge(steps: Sequence[Step], runs: dict[Side, list[RunResult]], profile: Pro
     # one pooled current, every round counted as one run: with min_baseline_runs = 2 (the
     # CPU profiles) no A/B could ever decide a timing REGRESSION, however many rounds.
     a_rounds = rounds_of(steps, runs["A"], profile, out)
-    cmp = compare_runs(
-        b, as_baseline(a_rounds[0]), profile.compare, history=a_rounds[1:],
+    # The candidate judged again against the current (its request checks count too).
+    report = build_run_report(
+        b, as_baseline(a_rounds[0]), rules=profile.compare, history=a_rounds[1:],
         run_label=f"candidate: vLLM {b.provenance.vllm_version} ({len(runs['B'])} runs pooled)",
         baseline_label=f"current: vLLM {a.provenance.vllm_version} ({len(runs['A'])} runs "
                        f"pooled, {len(a_rounds)} round(s))",
+        judged_again=True, with_advice=False,
     )
+    cmp = report.comparison
+    assert cmp is not None  # compared with the current's first round
     problems = []
-    code = int(run_exit_status(b.checks, cmp))  # the candidate's request checks count too
+    code = int(report.exit_status)
     wanted = {c for s in steps for c in s.cases}
     have_a = {c.case for c in a.cases}
     have_b = {c.case for c in b.cases}

@@ -1,11 +1,15 @@
 """Renderers: interchangeable views (console, markdown, HTML, plots, JSON) of one RunResult.
 
-``write_all(run, out_dir, baseline=None)`` is what the pytest plugin calls at the end of a
-run, and what ``specperf report`` calls: it fills ``out_dir`` with
+``write_all(report, out_dir)`` is what the pytest plugin calls at the end of a run, and
+what ``specperf report`` calls, with the run's
+:class:`~specperf.analysis.run_report.RunReport` (the run, its comparison, its advice:
+built once by :func:`~specperf.analysis.run_report.build_run_report`; nothing here
+compares or advises). It fills ``out_dir`` with
 
 ====================  ==========================================================
 run.json              the RunResult itself (the source of every other file)
-comparison.json       the RunComparison against ``baseline`` (when given)
+comparison.json       the RunComparison against the baseline (when compared)
+advice.json           the RunAdvice (a run with speculative cases)
 report.md             GitHub-flavoured markdown, < 1 MiB (tables cut if needed)
 report.html           one self-contained offline page, charts embedded
 report.txt            the console view, no colour, 100 columns
@@ -26,12 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specperf.report.advice import advice_console, advice_markdown
+from specperf.schemas import RunResult
 from specperf.store.files import atomic_write_text
 
 if TYPE_CHECKING:
-    from specperf.analysis.judge.models import RunComparison
-    from specperf.config.rules import CompareRules
-    from specperf.schemas import Baseline, RunResult
+    from specperf.analysis.run_report import RunReport
 
 __all__ = ["TEXT_WIDTH", "render_advice", "write_all"]
 
@@ -51,6 +54,13 @@ def render_advice(advice: Any, width: int, color: bool, brief: bool = False) -> 
 TEXT_WIDTH = 100
 
 
+def _could_not(name: str, out: Path, why: str, stacklevel: int) -> None:
+    """A view that could not be written, as a warning (the run's verdict does not depend
+    on it); ``stacklevel`` points at the caller of write_all."""
+    warnings.warn(f"specperf: could not write the {name} of the run in {out}: {why}",
+                  stacklevel=stacklevel + 1)
+
+
 def _readable(paths: list[Path]) -> None:
     """Atomic writes create 0600 temp files; give the reports the usual umask mode so a CI
     artifact uploader or a colleague's account can read them."""
@@ -64,23 +74,21 @@ def _readable(paths: list[Path]) -> None:
 
 
 def write_all(
-    run: RunResult,
+    report: RunReport,
     out_dir: Path | str,
-    baseline: RunResult | Baseline | None = None,
     *,
-    comparison: RunComparison | None = None,
-    rules: CompareRules | None = None,
-    baseline_label: str | None = None,
     step_summary: bool = True,
     strict: bool = True,
     stamp: Callable[[RunResult], RunResult] | None = None,
 ) -> dict[str, Path]:
-    """Write every artifact of a run into ``out_dir``; returns name → path.
+    """Write every view of ``report`` (built by
+    :func:`specperf.analysis.run_report.build_run_report`: this compares and advises
+    nothing) into ``out_dir``; returns name → path.
 
-    Names: ``run``, ``comparison``, ``markdown``, ``html``, ``text``, ``step_summary`` and
-    ``plot:<key>`` for each chart. With ``strict=False`` (what the pytest plugin wants) a
-    renderer that fails is reported as a warning and the others are still written, so one
-    bad chart never costs the run its report.
+    Names: ``run``, ``comparison``, ``advice``, ``markdown``, ``html``, ``text``,
+    ``step_summary`` and ``plot:<key>`` for each chart. With ``strict=False`` (what the
+    pytest plugin wants) a renderer that fails is reported as a warning and the others are
+    still written, so one bad chart never costs the run its report.
 
     ``stamp`` (the plugin's: the run's time breakdown) is called once the files above are
     rendered; what it returns is written over run.json and is what the job summary shows,
@@ -90,6 +98,11 @@ def write_all(
     # scipy (console, markdown and html import compare): `import specperf.report` stays cheap
     from specperf.report import console, html, markdown, plots
 
+    run = report.run
+    if not isinstance(run, RunResult):
+        raise TypeError("write_all writes the reports of a run: view a baseline as one "
+                        "(specperf.analysis.judge.run.as_run) before building its report")
+    baseline, comparison, advice = report.baseline, report.comparison, report.advice
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -100,8 +113,7 @@ def write_all(
         except Exception as exc:
             if strict:
                 raise
-            warnings.warn(f"specperf: could not write the {name} of the run in {out}: "
-                          f"{type(exc).__name__}: {exc}", stacklevel=3)
+            _could_not(name, out, f"{type(exc).__name__}: {exc}", stacklevel=3)
             return None
 
     def write_run(result: RunResult) -> None:
@@ -110,12 +122,6 @@ def write_all(
 
     step("run file", lambda: write_run(run))
 
-    if comparison is None and baseline is not None:
-        from specperf.analysis.judge.run import compare_runs  # scipy, as above
-
-        label = baseline_label or run.baseline_path
-        comparison = step("comparison", lambda: compare_runs(
-            run, baseline, rules, run_label=str(out / "run.json"), baseline_label=label))
     if comparison is not None:
         cmp = comparison
 
@@ -125,13 +131,8 @@ def write_all(
 
         step("comparison file", write_cmp)
 
-    advice = None
-    if any(c.method for c in run.cases):
-        from specperf.analysis.advice import advise  # scipy, as above
-
-        advice = step("advice", lambda: advise(
-            run, baseline, baseline_name=baseline_label or run.baseline_path,
-            comparison=comparison))
+    if report.advice_error is not None:
+        _could_not("advice", out, report.advice_error, stacklevel=2)
     if advice is not None:
         adv = advice
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from specperf.analysis.judge.run import compare_runs
+from specperf.analysis.run_report import build_run_report
 from specperf.report import write_all
 from specperf.report.html import render_html
 from specperf.report.synthetic import scale_latency
@@ -34,8 +35,9 @@ def report_dir(real: RunResult, tmp_path_factory: pytest.TempPathFactory) -> Pat
     out = tmp_path_factory.mktemp("report")
     cur = scale_latency(real, 1.3, cases=["self-k3"])
     assert isinstance(cur, RunResult)
-    written = write_all(cur, out, baseline=real, baseline_label=str(REAL_RUN),
-                        step_summary=False)
+    report = build_run_report(cur, real, run_label=str(out / "run.json"),
+                              baseline_label=str(REAL_RUN))
+    written = write_all(report, out, step_summary=False)
     assert written["html"] == out / "report.html"
     return out
 
@@ -51,6 +53,34 @@ def test_write_all_writes_every_artifact(report_dir: Path) -> None:
     cmp = json.loads((report_dir / "comparison.json").read_text())
     assert cmp["kind"] == "specperf-comparison"
     assert "REGRESSION" in (report_dir / "report.txt").read_text()
+
+
+def test_write_all_and_the_renderers_compare_and_advise_nothing(
+        real: RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report is built once (specperf.analysis.run_report); writing its views asks no
+    comparison, advice or exit status again: each of those raises here, wherever a
+    renderer module could reach it from."""
+    import sys
+
+    cur = scale_latency(real, 1.3, cases=["self-k3"])
+    assert isinstance(cur, RunResult)
+    report = build_run_report(cur, real, baseline_label=str(REAL_RUN))
+    assert report.comparison is not None and report.advice is not None
+
+    def asked(*_a: object, **_k: object) -> None:
+        raise AssertionError("a renderer computed what the run's report holds")
+
+    names = ("compare_runs", "advise", "run_exit_status", "build_run_report")
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("specperf.analysis", "specperf.report")) and module is not None:
+            for fn in names:
+                if hasattr(module, fn):
+                    monkeypatch.setattr(module, fn, asked)
+    written = write_all(report, tmp_path, step_summary=False)  # strict: nothing swallowed
+    assert {"run", "comparison", "advice", "markdown", "html", "text"} <= set(written)
+    text = (tmp_path / "report.txt").read_text()
+    assert "REGRESSION" in text and "cost model per draft and concurrency" in text
+    assert json.loads((tmp_path / "advice.json").read_text())["baseline"] == str(REAL_RUN)
 
 
 def test_html_is_self_contained(report_dir: Path) -> None:
@@ -93,18 +123,18 @@ def test_html_escapes_names(real: RunResult) -> None:
 def test_write_all_survives_a_failing_renderer(real: RunResult, tmp_path: Path) -> None:
     (tmp_path / "plots").write_text("a file where the plots directory should be")
     with pytest.warns(UserWarning, match="could not write the charts"):
-        written = write_all(real, tmp_path, strict=False, step_summary=False)
+        written = write_all(build_run_report(real), tmp_path, strict=False, step_summary=False)
     assert {"run", "markdown", "html", "text"} <= set(written)
     assert not any(k.startswith("plot:") for k in written)
     with pytest.raises(OSError):
-        write_all(real, tmp_path, strict=True, step_summary=False)
+        write_all(build_run_report(real), tmp_path, strict=True, step_summary=False)
 
 
 def test_write_all_appends_the_step_summary(real: RunResult, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    written = write_all(real, tmp_path / "out", step_summary=True)
+    written = write_all(build_run_report(real), tmp_path / "out", step_summary=True)
     assert written["step_summary"] == summary
     assert summary.read_text().startswith("## specperf · cpu-tiny")
 
@@ -124,7 +154,7 @@ def test_write_all_stamps_the_run_file_after_the_other_views(
         seen.append({p.name for p in out.iterdir()})
         return run.model_copy(update={"time_breakdown": times})
 
-    write_all(real, out, step_summary=True, stamp=stamp)
+    write_all(build_run_report(real), out, step_summary=True, stamp=stamp)
     assert len(seen) == 1
     assert {"run.json", "report.md", "report.html", "report.txt", "plots"} <= seen[0]
     assert load_result(out / "run.json").time_breakdown == times  # type: ignore[union-attr]
@@ -134,7 +164,8 @@ def test_write_all_stamps_the_run_file_after_the_other_views(
         raise RuntimeError("no clock")
 
     with pytest.warns(UserWarning, match="could not write the time breakdown"):
-        write_all(real, out, step_summary=False, strict=False, stamp=broken)
+        write_all(build_run_report(real), out, step_summary=False, strict=False,
+                  stamp=broken)
     assert load_result(out / "run.json").time_breakdown is None  # type: ignore[union-attr]
 
 

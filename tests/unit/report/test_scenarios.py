@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from specperf.analysis.run_report import build_run_report
 from specperf.report import write_all
 from specperf.report.console import render_run
 from specperf.report.html import render_html
@@ -125,7 +126,7 @@ def test_a_segmented_scenario_shows_acceptance_per_bucket_everywhere() -> None:
 
 def test_the_segment_chart_is_written_and_embedded(tmp_path: Path) -> None:
     run = _segmented_run()
-    write_all(run, tmp_path)
+    write_all(build_run_report(run), tmp_path)
     chart = tmp_path / "plots" / "scenario_acceptance_by_segment.png"
     assert chart.read_bytes().startswith(b"\x89PNG")
     assert 'alt="Scenarios: acceptance per bucket and per category"' in (

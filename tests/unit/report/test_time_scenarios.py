@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specperf.analysis import trend
+from specperf.analysis.run_report import build_run_report
 from specperf.config.scenarios import SoakScenario
 from specperf.report import write_all
 from specperf.report.console import render_run
@@ -49,7 +50,7 @@ def test_a_run_without_scenarios_shows_none() -> None:
 
 
 def test_the_soak_chart_is_written_with_the_other_views(tmp_path: Path) -> None:
-    written = write_all(scenario_run(), tmp_path)
+    written = write_all(build_run_report(scenario_run()), tmp_path)
     chart = tmp_path / "plots" / "soak_over_time.png"
     assert chart.read_bytes().startswith(b"\x89PNG")
     assert any(Path(p) == chart for p in written.values())
@@ -63,5 +64,5 @@ def test_soak_scenario_defaults_are_stated() -> None:
 
 
 def test_the_html_page_embeds_the_soak_chart(tmp_path: Path) -> None:
-    write_all(scenario_run(), tmp_path)
+    write_all(build_run_report(scenario_run()), tmp_path)
     assert 'alt="Soak: acceptance and TPOT per window"' in (tmp_path / "report.html").read_text()

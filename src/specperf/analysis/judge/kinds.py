@@ -19,7 +19,7 @@ every kind, :data:`specperf.engine.kinds.KINDS`.
   profile) fails the acceptance, latency and throughput items with the reason, in place
   of what they skipped.
 
-Each check a comparison makes has the outcome :mod:`specperf.analysis.verdict` gives it,
+Each check a comparison makes has the outcome :mod:`specperf.analysis.judge.outcome` gives it,
 so the pytest outcome and ``specperf compare`` cannot disagree.
 """
 
@@ -145,7 +145,7 @@ CASE_KINDS: tuple[CaseKind, ...] = (REQUESTS, ACCEPTANCE, TPOT_GAIN, LATENCY, TH
 
 def from_comparison(kind: CaseKind, cc: CaseComparison) -> list[GateCheck]:
     """The checks of one test kind, one per comparison of the case that the kind asserts,
-    each with the outcome :mod:`specperf.analysis.verdict` gives it — the same as
+    each with the outcome :mod:`specperf.analysis.judge.outcome` gives it — the same as
     ``specperf compare`` shows for the case."""
     out = []
     for m in cc.comparisons:

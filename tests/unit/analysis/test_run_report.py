@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from specperf.analysis import advice as advice_module
-from specperf.analysis.judge import run as compare_module
 from specperf.analysis.advice import advise
+from specperf.analysis.judge import run as compare_module
 from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.judge.run import as_run, compare_runs
 from specperf.analysis.run_report import build_run_report

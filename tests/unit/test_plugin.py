@@ -123,7 +123,8 @@ def test_a_perf_run_compares_and_advises_once_for_its_files_and_its_summary(
     """The run's report is built once at the end (specperf.analysis.run_report): the files
     and the terminal summary show the one comparison and the one advice (before it, the
     summary advised a second time)."""
-    from specperf.analysis import advice, compare
+    from specperf.analysis import advice
+    from specperf.analysis.judge import run as judged_run
 
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     calls: list[str] = []
@@ -137,7 +138,7 @@ def test_a_perf_run_compares_and_advises_once_for_its_files_and_its_summary(
 
         monkeypatch.setattr(module, name, counting)
 
-    counted(compare, "compare_runs")
+    counted(judged_run, "compare_runs")
     counted(advice, "advise")
     ps = _session(tmp_path)
     for case in (make_case("nospec", spec=False), make_case()):

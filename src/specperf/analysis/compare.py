@@ -71,18 +71,8 @@ from specperf.analysis.sample_size import cv, detectable_shift, pooled_cv, trial
 from specperf.analysis.samples import by_start, earlier_runs, kept_runs, per_request, per_trial
 from specperf.analysis.spread import KeptSpreads, Spread, own_spread, spread_args
 from specperf.analysis.stats import Comparison, compare_samples
-from specperf.config.rules import RELATIVE_TPOT
-from specperf.schemas import (
-    DEFAULT_BUDGETS,
-    Baseline,
-    Case,
-    CaseResult,
-    CompareRules,
-    MetricKey,
-    MetricRule,
-    RunResult,
-    recorded_rules,
-)
+from specperf.config.rules import DEFAULT_BUDGETS, RELATIVE_TPOT, CompareRules, MetricKey, MetricRule
+from specperf.schemas import Baseline, Case, CaseResult, RunResult, recorded_rules
 
 # The results' models, the reference and the follow-up questions live in the judge; they
 # are re-exported here, where renderers and the engine have always found them.

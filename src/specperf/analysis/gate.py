@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from specperf.config.profile import AcceptanceGate, Load
-from specperf.schemas import Case, CaseResult, Direction, GateCheck
+from specperf.config.gates import AcceptanceGate
+from specperf.config.load import Load
+from specperf.config.rules import Direction
+from specperf.schemas import Case, CaseResult, GateCheck
 
 if TYPE_CHECKING:
     from specperf.analysis.compare import CaseComparison

@@ -40,9 +40,9 @@ from scipy import stats as scipy_stats
 from specperf.analysis import gate, verdict
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.stats import Comparison, Direction, compare_rate, compare_samples
-from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
 from specperf.config.scenarios import SoakScenario
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import (
     Case,
     GateCheck,

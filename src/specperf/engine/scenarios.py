@@ -42,7 +42,7 @@ from pathlib import Path
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.judge.follow_up import FollowUp, follow_up_of_checks
 from specperf.analysis.scenarios import prefix_cache_checks, segmented_checks
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
 from specperf.config.scenarios import (
     PREFIX_CACHE_OFF,
     PREFIX_CACHE_ON,
@@ -51,6 +51,7 @@ from specperf.config.scenarios import (
     PrefixCacheScenario,
     SegmentedScenario,
 )
+from specperf.config.server_configs import ServerConfig
 from specperf.engine.clock import RESTARTS, WARMUPS, RunClock
 from specperf.engine.confirmation import confirm_on_fresh_server
 from specperf.engine.datasets import DatasetError, category_prompts, load_prompts

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from specperf.analysis.judge.item_checks import ITEM_KINDS
-from specperf.config.profile import Profile, ServerConfig, pinning_refusal
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig, pinning_refusal
 from specperf.engine.scenarios import WORKLOAD_SCENARIO_KINDS, ScenarioRunner
 from specperf.engine.soak import ramp_case, soak_case
 from specperf.schemas import Case

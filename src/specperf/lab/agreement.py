@@ -16,8 +16,8 @@ How each client drives the server
   ``--temperature``, the seed in ``--extra-body``, ``--ignore-eos``, ``--max-concurrency``,
   ``--num-warmups`` and ``--save-result --save-detailed`` for the per-request figures.
 
-Where the definitions agree and differ (vLLM 0.32.0 source; ours in load.py/schemas.py)
--------------------------------------------------------------------------------------
+Where the definitions agree and differ (vLLM 0.32.0 source; ours in engine/load.py, schemas/load.py)
+--------------------------------------------------------------------------------------------
 * TPOT per request: both (E2E − TTFT) / (output tokens − 1) over requests with > 1 token,
   median over requests (vllm/benchmarks/serve.py:626-629, 762; ours
   ``RequestSample.tpot_s``). Output tokens: both from the final ``usage`` chunk
@@ -75,12 +75,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specperf.analysis.aggregate import summarise
-from specperf.config.profile import ProfileError, Sampling, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
+from specperf.config.workload import Sampling
 from specperf.engine.datasets import load_prompts
 from specperf.engine.load import run_load
 from specperf.engine.server import ServerError, log_tail, run_env
 from specperf.engine.servers import ServerPool
-from specperf.schemas import RequestSample, utcnow
+from specperf.schemas import RequestSample
+from specperf.schemas.base import utcnow
 
 Client = Literal["specperf", "vllm"]
 BENCH_MODULE = "specperf.lab.vllm_bench"

@@ -59,7 +59,9 @@ from typing import Any, Literal
 from specperf.analysis.aggregate import case_result
 from specperf.config import settings
 from specperf.config.exits import Exit
-from specperf.config.profile import Profile, ServerConfig, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
+from specperf.config.server_configs import ServerConfig
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
 from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model

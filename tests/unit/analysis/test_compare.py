@@ -24,7 +24,7 @@ from specperf.analysis.compare import (
 from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.spread import kept_spreads
 from specperf.analysis.stats import Direction, Verdict
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.config.rules import CompareRules
 from specperf.report.synthetic import (
     SynthConfig,

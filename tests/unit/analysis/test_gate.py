@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from specperf.analysis import gate
 from specperf.analysis.compare import compare_cases
-from specperf.config.profile import AcceptanceGate, Load
-from specperf.schemas import Acceptance, CompareRules
+from specperf.config.gates import AcceptanceGate
+from specperf.config.load import Load
+from specperf.config.rules import CompareRules
+from specperf.schemas import Acceptance
 
 
 def acc(drafts: float, accepted_per_pos: list[float]) -> Acceptance:
@@ -59,7 +61,7 @@ def test_sampled_acceptance_decides_no_floor(build_case) -> None:
     rule ``sampled_acceptance``'s, applied by the judge's one loop (hold_checks) and
     recorded (held_by)."""
     from specperf.analysis.judge.rules import HoldContext, hold_checks
-    from specperf.schemas import CompareRules
+    from specperf.config.rules import CompareRules
 
     def sampled(result, g):
         return hold_checks(gate.check_acceptance(result, g, exact=False),

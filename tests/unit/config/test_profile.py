@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from specperf.config.profile import ProfileError, load_profile
-from specperf.schemas import CompareRules, Direction
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
+from specperf.config.rules import CompareRules, Direction
 from tests.support import CPU_CI_PROFILE, REPO_ROOT
 
 REPO = REPO_ROOT

@@ -15,7 +15,8 @@ import pytest
 
 from specperf.analysis.bracket import bracketed
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import ProfileError, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
 from specperf.engine.bracket import Block, BracketSchedule
 from specperf.engine.server import ServerError
 from specperf.engine.session import PerfOptions, PerfSession, SessionError

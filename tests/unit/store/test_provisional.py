@@ -14,7 +14,7 @@ from specperf.analysis.aggregate import case_result
 from specperf.analysis.compare import compare_cases
 from specperf.analysis.gain import gain_vs_floor
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Summary
 from specperf.store import baselines as baseline_store
 from specperf.store import provenance, provisional

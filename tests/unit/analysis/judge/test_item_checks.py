@@ -9,7 +9,8 @@ import pytest
 from specperf.analysis import gate
 from specperf.analysis.compare import compare_cases
 from specperf.analysis.judge.item_checks import ITEM_KINDS, item_checks
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.schemas import Acceptance, CaseResult, GateCheck
 from tests.support import CPU_CI_PROFILE, make_case
 

@@ -33,13 +33,10 @@ that no longer starts is the worst regression); 2 when the current itself did no
 measure a case (nothing to judge the candidate against) or a step's run file cannot be
 read (the message names the file and the field), 130 when interrupted.
 
-It is one module past 600 lines because it is one command, read in the order it runs:
-arguments, selection, plan, pooling, processes, the A/B and its exit code; nothing else
-imports its parts.
-
-Why one module past 600 lines: the A/B's plan, its interleaved rounds, the pooling and
-the verdict, in the order described above; each part is short and they share the run
-layout.
+Why one module past 600 lines: it is one command, read in the order it runs
+(arguments, selection, the A/B's plan, its interleaved rounds, pooling, processes, the
+verdict and its exit code); each part is short, they share the run layout, and nothing
+else imports them.
 """
 
 from __future__ import annotations

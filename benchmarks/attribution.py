@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         work, k=args.k, repeats=args.repeats, requests=args.requests,
         max_tokens=args.max_tokens, idle_layers=args.idle_layers, noise=args.noise))
     sys.path.insert(0, str(REPO / "src"))
-    from specperf.config.profile import load_profile
+    from specperf.config.profile_file import load_profile
     from specperf.engine.tiny import materialise
 
     spec = load_profile(work / "attribution.toml").tiny

@@ -48,7 +48,7 @@ DEFAULT_CLIENTS = ["ours", "vllm", "proto-iter-any-json", "proto-iter-any"]
 
 
 async def _ours(url: str, concurrency: int, n: int, chunks: int) -> tuple[int, int]:
-    from specperf.config.profile import Sampling
+    from specperf.config.workload import Sampling
     from specperf.engine.load import run_load_async
 
     res = await run_load_async(url, "m", ["p"], Sampling(max_tokens=chunks), concurrency, n)

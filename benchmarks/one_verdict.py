@@ -369,7 +369,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specperf.config.profile import ProfileError, load_profile
+    from specperf.config.profile import ProfileError
+    from specperf.config.profile_file import load_profile
     from specperf.store.baselines import baseline_path, load_baseline, load_history
     from specperf.store.files import BaselineError, load_result
     from specperf.store.provenance import detect_hardware

@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from specperf.config.profile import load_profile  # noqa: E402
+from specperf.config.profile_file import load_profile  # noqa: E402
 from specperf.engine.datasets import load_prompts  # noqa: E402
 from specperf.engine.load import LoadResult, run_interleaved_load  # noqa: E402
 from specperf.engine.proxy import DelayProxy  # noqa: E402

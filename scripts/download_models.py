@@ -43,7 +43,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from specperf.config.exits import Exit  # noqa: E402 - after the path above
-from specperf.config.profile import COMMIT, Profile, ProfileError, load_profile  # noqa: E402
+from specperf.config.profile import Profile, ProfileError  # noqa: E402
+from specperf.config.profile_file import load_profile  # noqa: E402
+from specperf.config.remote_code import COMMIT  # noqa: E402
 from specperf.store.files import atomic_write_text  # noqa: E402
 from specperf.store.hf_cache import HubModel, hub_models  # noqa: E402
 

@@ -26,7 +26,8 @@ import pytest
 from pydantic import BaseModel
 
 from specperf.analysis.aggregate import case_result, make_trial
-from specperf.config.profile import ServerConfig, load_profile
+from specperf.config.profile_file import load_profile
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import (
     Acceptance,
     Baseline,

@@ -35,8 +35,9 @@ from specperf.analysis.outside_load import run_busy_summary
 from specperf.analysis.run_report import RunReport, build_run_report
 from specperf.config import settings
 from specperf.config.exits import Exit
+from specperf.config.load import Load
 from specperf.config.options import parse_cores, parse_repeats, parse_retry_cap, parse_wait
-from specperf.config.profile import Load, ProfileError
+from specperf.config.profile import ProfileError
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE, SettingsError
 from specperf.config.shards import parse_shard, shard_config_ids
 from specperf.engine.clock import REPORTS, SHUTDOWN

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.lab.agreement import agreement_for_profile, side_figures
 from tests.support import INSTALL_VLLM, REPO_ROOT, unchecked
 

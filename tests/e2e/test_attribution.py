@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from specperf.analysis.aggregate import case_result
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.datasets import load_prompts
 from specperf.engine.observer import LineObserver
 from specperf.engine.servers import ServerPool, pinned_id

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import ProfileError, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
 from tests.support import INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 
 BASE = """\

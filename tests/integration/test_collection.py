@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from tests.support import PERF_PYTEST, REPO_ROOT
 
 REPO = REPO_ROOT

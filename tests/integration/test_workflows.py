@@ -681,7 +681,7 @@ def _download_dry_run(profile: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_download_script_lists_the_target_and_drafts_at_their_revisions() -> None:
-    from specperf.config.profile import load_profile
+    from specperf.config.profile_file import load_profile
 
     profile = load_profile("a100-qwen3-32b", rootdir=ROOT)
     proc = _download_dry_run("a100-qwen3-32b")

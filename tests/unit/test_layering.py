@@ -144,20 +144,3 @@ def test_nothing_imports_the_top_and_the_engine_no_pytest():
     assert "report imports specperf.plugin (plugin)" in found
     assert "engine imports pytest" in found
     assert "lab imports specperf.cli (cli)" in found
-
-
-def test_a_module_past_600_lines_says_why() -> None:
-    """Issue #44: no module over ~600 lines without the reason in its docstring."""
-    import ast
-
-    from tests.support import REPO_ROOT
-
-    unexplained = []
-    for path in sorted((REPO_ROOT / "src" / "specperf").rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if text.count("\n") <= 600:
-            continue
-        doc = ast.get_docstring(ast.parse(text)) or ""
-        if "Why one module past 600 lines" not in doc:
-            unexplained.append(str(path.relative_to(REPO_ROOT)))
-    assert not unexplained, unexplained

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from specperf.config.exits import Exit
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.store.hf_cache import HubModel, model_revisions
 from tests.support import REPO_ROOT
 

@@ -9,7 +9,9 @@ from collections.abc import Callable
 
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
 from specperf.analysis.stats import Comparison, compare_rate
-from specperf.schemas import Acceptance, CaseResult, CompareRules, MetricRule, Unknowable
+from specperf.config.rules import CompareRules, MetricRule
+from specperf.schemas import Acceptance, CaseResult
+from specperf.schemas.scrape import Unknowable
 
 __all__ = ["compare_acceptance", "not_comparable"]
 

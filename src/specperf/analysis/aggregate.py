@@ -8,7 +8,7 @@ from datetime import datetime
 
 import numpy as np
 
-from specperf.config.profile import ServerConfig
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import (
     Acceptance,
     Case,

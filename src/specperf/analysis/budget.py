@@ -14,7 +14,8 @@ from scipy import stats as scipy_stats
 
 from specperf.analysis.spread import KeptSpreads, own_spread
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.schemas import CaseResult, CompareRules, MetricRule, Summary
+from specperf.config.rules import CompareRules, MetricRule
+from specperf.schemas import CaseResult, Summary
 
 __all__ = ["budget_rule", "summary_budget", "throughput_budget"]
 

@@ -63,11 +63,9 @@ both and extrapolates their noise (predicting ``k = 3`` from ``k = 1, 2`` double
 ``k = 2`` error); :func:`self_draft_overhead` measures ``o`` independently from a
 self-draft run instead (the target as its own draft: ``c = 1`` and ``E = k + 1`` known).
 
-It is one module past 600 lines because it is one derivation: each function is a formula
-of the text above, in the order the text derives it.
-
-Why one module past 600 lines: the physics above and the fits that use it (per draft,
-per concurrency, held-out) are one model; the renderers are elsewhere
+Why one module past 600 lines: it is one derivation, the physics above and the fits
+that use it (per draft, per concurrency, held-out): each function is a formula of the
+text above, in the order the text derives it; the renderers are elsewhere
 (report/advice.py).
 """
 

@@ -40,7 +40,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
 
 __all__ = [
     "KNOWN_DEVICE_MIB",

@@ -60,8 +60,8 @@ from specperf.analysis.stats import (
     compare_samples,
     ratio_ci,
 )
-from specperf.config.rules import RELATIVE_TPOT
-from specperf.schemas import CaseResult, CompareRules
+from specperf.config.rules import RELATIVE_TPOT, CompareRules
+from specperf.schemas import CaseResult
 
 __all__ = ["GAIN_METRIC", "RELATIVE_METRIC", "gain_drift", "gain_vs_baseline", "gain_vs_floor",
            "split_starts"]

@@ -10,7 +10,8 @@ explanation.
 
 from __future__ import annotations
 
-from specperf.config.profile import AcceptanceGate, Load
+from specperf.config.gates import AcceptanceGate
+from specperf.config.load import Load
 from specperf.schemas import CaseResult, GateCheck
 
 #: Acceptance figures are ratios of integer counters; this absorbs float round-off

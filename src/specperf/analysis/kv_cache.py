@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specperf.analysis.device_memory import DeviceInventory, footprint, server_option
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
 
 __all__ = ["ACTIVATION_OVERHEAD_GIB", "KNOWN_CONFIGS", "ModelShape", "kv_warnings",
            "model_shape"]

@@ -28,7 +28,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
 from specperf.config.shards import shard_config_ids
 from specperf.schemas import Baseline, Case, CaseResult
 

@@ -28,7 +28,8 @@ from typing import Literal
 from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.samples import kept_runs, per_request, per_trial
 from specperf.analysis.stats import between_run_spread
-from specperf.schemas import Baseline, CaseResult, CompareRules, RunResult
+from specperf.config.rules import CompareRules
+from specperf.schemas import Baseline, CaseResult, RunResult
 
 __all__ = ["Labelled", "Reference", "choose_reference", "disagreements", "matching_kept",
            "regression_night"]

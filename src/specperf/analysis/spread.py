@@ -35,8 +35,8 @@ from specperf.analysis.samples import (
     relative_tpot,
 )
 from specperf.analysis.stats import moderated_spreads
-from specperf.config.rules import RELATIVE_TPOT
-from specperf.schemas import Baseline, CaseResult, CompareRules, RunResult
+from specperf.config.rules import RELATIVE_TPOT, CompareRules
+from specperf.schemas import Baseline, CaseResult, RunResult
 
 __all__ = ["KeptSpreads", "SampleKind", "Spread", "kept_spreads", "own_spread",
            "spread_args"]

@@ -32,7 +32,7 @@ from scipy import stats as scipy_stats
 
 # Direction lives with the comparison rules (a profile and a run file name it without
 # loading scipy); it is re-exported here, where the verdict rule uses it.
-from specperf.schemas import Direction
+from specperf.config.rules import Direction
 
 __all__ = [
     "Comparison",

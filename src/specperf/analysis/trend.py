@@ -41,9 +41,9 @@ from specperf.analysis import gate
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.judge.outcome import outcome_of
 from specperf.analysis.stats import Comparison, Direction, compare_rate, compare_samples
-from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
 from specperf.config.scenarios import SoakScenario
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import (
     Case,
     GateCheck,

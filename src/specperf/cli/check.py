@@ -30,7 +30,8 @@ from typing import Any
 from specperf.cli import options
 from specperf.config import settings
 from specperf.config.exits import Exit
-from specperf.config.profile import PROFILE_DIRS, Profile, ProfileError, load_profile
+from specperf.config.profile import Profile, ProfileError
+from specperf.config.profile_file import PROFILE_DIRS, load_profile
 from specperf.engine.device_fit import memory_refusal
 from specperf.engine.vllm_check import CheckResult, ProbeError, check_profiles
 from specperf.lab.vllm_envs import EnvError, ensure_env, env_dir

@@ -29,8 +29,10 @@ from rich.console import Console
 from specperf.analysis.reference import Reference, choose_reference
 from specperf.config import settings
 from specperf.config.exits import Exit
-from specperf.config.profile import ProfileError, load_profile
-from specperf.schemas import Baseline, CompareRules, RunResult, recorded_rules
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
+from specperf.config.rules import CompareRules
+from specperf.schemas import Baseline, RunResult, recorded_rules
 from specperf.store.baselines import history_dir, load_history
 from specperf.store.files import BaselineError, atomic_write_text, load_result, one_line
 from specperf.store.kept_runs import read_kept_runs

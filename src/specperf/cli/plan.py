@@ -40,7 +40,8 @@ from specperf.analysis.kv_cache import ModelShape, kv_warnings, model_shape
 from specperf.analysis.night_plan import NightPlan, night_plan
 from specperf.cli import options
 from specperf.config.exits import Exit
-from specperf.config.profile import Profile, ProfileError, load_profile
+from specperf.config.profile import Profile, ProfileError
+from specperf.config.profile_file import load_profile
 from specperf.config.shards import shard_config_ids
 from specperf.engine.device_fit import (
     device_inventory,

@@ -27,7 +27,7 @@ from rich.table import Table
 from specperf.analysis.power import power_report
 from specperf.cli import options
 from specperf.config.exits import Exit
-from specperf.schemas import CompareRules
+from specperf.config.rules import CompareRules
 
 __all__ = ["add_parser", "run"]
 

@@ -21,11 +21,23 @@ from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMMIT", "ConfigFileError", "config_file_args", "revision_option",
+from specperf.config.tiny_models import TINY_PREFIX
+
+__all__ = ["COMMIT", "ConfigFileError", "config_file_args", "on_hub", "revision_option",
            "tokenizer_of", "trusts_remote_code", "vllm_args"]
 
 #: A Hugging Face commit: what a revision must be (a branch or a tag can move).
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def on_hub(model: str) -> bool:
+    """Whether vLLM fetches ``model`` from the Hugging Face hub (not a generated tiny
+    model, not a directory on this machine)."""
+    if model.startswith(TINY_PREFIX):
+        return False
+    return not Path(model).expanduser().exists()
+
+
 #: vLLM's revision options (vllm/engine/arg_utils.py in vllm 0.32), each with the shortest
 #: abbreviation argparse takes for it alone among `vllm serve`'s options: set by the suite
 #: from `revision` and `tokenizer_revision`. ``--tokenizer`` itself is another option,

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from specperf.config.boundaries import check_serve_args
+from specperf.config.strict import ProfileTable
 
 __all__ = ["PREFIX_CACHE_ON", "CategoriesScenario", "ContextBucket", "ContextLengthScenario",
            "PrefixCacheScenario", "RampScenario", "Scenarios", "SegmentedScenario",
@@ -43,13 +44,7 @@ PREFIX_CACHE_ON = "--enable-prefix-caching"
 PREFIX_CACHE_OFF = "--no-enable-prefix-caching"
 
 
-class _Strict(BaseModel):
-    # As config.profile's: unknown keys, nan and inf are errors (a nan tolerance or limit
-    # turns a gate off).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class PrefixCacheScenario(_Strict):
+class PrefixCacheScenario(ProfileTable):
     """Prompts that share a long prefix (a system prompt and a few-shot block), served
     with vLLM's prefix caching on. Each spec config's prefix-cache hit rate must stay
     within ``hit_rate_tolerance`` of the no-spec config's on the same prompts, and its
@@ -76,7 +71,7 @@ class PrefixCacheScenario(_Strict):
         return self.system_words + self.few_shot_words
 
 
-class SoakScenario(_Strict):
+class SoakScenario(ProfileTable):
     """A long run: acceptance and TPOT per time window, their trend gated.
 
     Each window sends whole cycles of the same prompts (``cycle_requests`` at
@@ -116,7 +111,7 @@ class SoakScenario(_Strict):
         return self
 
 
-class RampScenario(_Strict):
+class RampScenario(ProfileTable):
     """c = 1, a burst, c = 1 again, on one server (three phases, one after the other).
 
     The second c = 1 phase is held to the first with the profile's comparison rules:
@@ -138,7 +133,7 @@ class RampScenario(_Strict):
 _SEGMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
-class SegmentedScenario(_Strict):
+class SegmentedScenario(ProfileTable):
     """What the segmented scenarios (context length, categories) share: per segment a
     list of prompts, measured in rounds — per segment the no-spec server's trial and then
     each spec server's on the same prompts — so each trial's counter deltas belong to one
@@ -181,7 +176,7 @@ class SegmentedScenario(_Strict):
         return None
 
 
-class ContextBucket(_Strict):
+class ContextBucket(ProfileTable):
     """One prompt-length bucket: ``requests`` prompts of ``prompt_words`` words each."""
 
     name: str = Field(pattern=_SEGMENT_NAME, description="the bucket's name in checks and "
@@ -294,7 +289,7 @@ class CategoriesScenario(SegmentedScenario):
         return self.min_acceptance.get(segment, self.default_min_acceptance)
 
 
-class Scenarios(_Strict):
+class Scenarios(ProfileTable):
     """The profile's ``[scenarios]`` table: each sub-table one scenario, absent = not run.
 
     ``soak`` and ``ramp`` take one table (``[scenarios.soak]``) or several

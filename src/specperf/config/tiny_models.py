@@ -9,18 +9,20 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
 
+from specperf.config.strict import ProfileTable
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+#: How a profile names a model generated locally (``tiny:target``, ``tiny:<draft>``)
+#: where a Hugging Face id or a path would go.
+TINY_PREFIX = "tiny:"
 
+
+class _Strict(ProfileTable):
     #: Keys added after profiles were baselined, with the default that means "as before".
     #: A key at that default is left out of the dump, which is both the profile hash and
     #: the models' cache key: existing profiles keep their hash, baselines and cached models.

@@ -21,7 +21,7 @@ from specperf.store.files import BaselineError
 
 if TYPE_CHECKING:
     from specperf.analysis.judge.evidence import Against
-    from specperf.schemas import CompareRules
+    from specperf.config.rules import CompareRules
 
 __all__ = ["BaselineContext"]
 

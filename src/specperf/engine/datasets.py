@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from specperf.config.profile import Profile, ShareGPTWorkload, SyntheticWorkload
+from specperf.config.profile import Profile
+from specperf.config.workload import ShareGPTWorkload, SyntheticWorkload
 from specperf.engine.prompt_fit import PromptFit, prompt_fit
 from specperf.engine.tiny import synthetic_text
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from specperf.config.profile import Sampling
+from specperf.config.workload import Sampling
 from specperf.schemas import LoadResult, RequestSample, RequestSpecDecode
 
 

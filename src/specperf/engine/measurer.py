@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, TypeVar
 from specperf.analysis import outside_load
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.attribution import pinned_rates
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.bracket import BracketSchedule, ReferenceBlocks
 from specperf.engine.clock import RESTARTS, RunClock

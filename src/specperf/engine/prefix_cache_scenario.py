@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.scenarios import prefix_cache_checks
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
 from specperf.config.scenarios import PREFIX_CACHE_OFF, PREFIX_CACHE_ON, PrefixCacheScenario
+from specperf.config.server_configs import ServerConfig
 from specperf.engine.clock import WARMUPS
 from specperf.engine.load import run_load
 from specperf.engine.observer import RunObserver

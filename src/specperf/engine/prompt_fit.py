@@ -40,7 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specperf.config.profile import TINY_PREFIX, Profile
+from specperf.config.profile import Profile
+from specperf.config.tiny_models import TINY_PREFIX
 from specperf.store.hf_cache import cached_config, hub_cache_dir, snapshot_dir, tokenizer_args
 
 __all__ = ["ADDED_TOKENS_BOUND", "ContextLimit", "PromptFit", "max_model_len_arg",

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
+from specperf.config.server_configs import ServerConfig
 from specperf.engine.baseline_context import BaselineContext
 from specperf.engine.clock import RunClock
 from specperf.engine.measurer import CaseMeasurer
@@ -26,8 +26,8 @@ from specperf.schemas import (
     ScenarioResult,
     ServerRecord,
     TimeScenarioResults,
-    utcnow,
 )
+from specperf.schemas.base import utcnow
 
 __all__ = [
     "assemble_run",

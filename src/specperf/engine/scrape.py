@@ -29,7 +29,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specperf.schemas import Acceptance, PrefixCacheCounts, SpecDecodeCounters, Unknowable
+from specperf.schemas import Acceptance, PrefixCacheCounts, SpecDecodeCounters
+from specperf.schemas.scrape import Unknowable
 
 #: Family names as prometheus_client reports them (the `_total` suffix is stripped).
 FAMILIES = {

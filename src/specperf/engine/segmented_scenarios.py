@@ -21,8 +21,9 @@ from pathlib import Path
 
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.scenarios import segmented_checks
-from specperf.config.profile import Profile, ServerConfig
+from specperf.config.profile import Profile
 from specperf.config.scenarios import CategoriesScenario, ContextLengthScenario, SegmentedScenario
+from specperf.config.server_configs import ServerConfig
 from specperf.engine.datasets import DatasetError, category_prompts, load_prompts
 from specperf.engine.scenario_setting import ScenarioMeasured, ScenarioSetting, gain_floors
 from specperf.engine.server import ServerError, VllmServer

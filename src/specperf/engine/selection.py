@@ -16,7 +16,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from specperf.analysis.judge.kinds import CaseKind
-from specperf.config.profile import Profile, ServerConfig, pinning_refusal
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig, pinning_refusal
 from specperf.engine.kinds import TestKind, TimeScenarioKind, WorkloadScenarioKind
 from specperf.engine.scenarios import ScenarioRunner
 from specperf.schemas import Case
@@ -80,7 +81,7 @@ class CaseSelection:
     def attributed_configs(self) -> set[str]:
         """Spec configs measured with a pinned-acceptance twin: those whose profile entry
         says pinned_acceptance, and under --perf-attribute every one that can have one
-        (a fixed k, the standard sampler: config.profile.pinning_refusal)."""
+        (a fixed k, the standard sampler: config.server_configs.pinning_refusal)."""
         return {c.id for c in self.profile.server_configs
                 if c.pinned_acceptance
                 or (self.attribute and pinning_refusal(c.speculative_config) is None)}

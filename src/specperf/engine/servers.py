@@ -28,7 +28,9 @@ from specperf.analysis.device_memory import (
     misfit_lines,
 )
 from specperf.config import settings
-from specperf.config.profile import TINY_PREFIX, Profile, ServerConfig
+from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
+from specperf.config.tiny_models import TINY_PREFIX
 from specperf.engine.clock import SERVER_STARTS, SHUTDOWN, RunClock
 from specperf.engine.compile_cache import compile_cache_dir, share_model_info
 from specperf.engine.device_fit import gpu_inventory

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specperf.analysis.judge.kinds import CaseKind
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.engine import gpu_lock, run_assembly
 from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.baseline_context import BaselineContext
@@ -61,8 +62,8 @@ from specperf.schemas import (
     RunResult,
     ScenarioResult,
     TimeScenarioResults,
-    utcnow,
 )
+from specperf.schemas.base import utcnow
 from specperf.store.hf_cache import model_revisions
 from specperf.store.provenance import collect_provenance
 

@@ -33,8 +33,8 @@ from specperf.schemas import (
     SoakResult,
     SoakWindow,
     TimeScenarioResults,
-    utcnow,
 )
+from specperf.schemas.base import utcnow
 
 __all__ = ["TimeScenarioRunner", "soak_case", "ramp_case"]
 

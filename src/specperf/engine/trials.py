@@ -17,7 +17,8 @@ from specperf.engine.observer import RunObserver
 from specperf.engine.scrape import counter_delta, fetch_counters, prefix_cache_delta
 from specperf.engine.server import VllmServer
 from specperf.engine.servers import ServerPool
-from specperf.schemas import Case, LoadResult, RequestSample, Trial, utcnow
+from specperf.schemas import Case, LoadResult, RequestSample, Trial
+from specperf.schemas.base import utcnow
 
 __all__ = ["TrialRunner"]
 

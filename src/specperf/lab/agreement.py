@@ -16,8 +16,8 @@ How each client drives the server
   ``--temperature``, the seed in ``--extra-body``, ``--ignore-eos``, ``--max-concurrency``,
   ``--num-warmups`` and ``--save-result --save-detailed`` for the per-request figures.
 
-Where the definitions agree and differ (vLLM 0.32.0 source; ours in load.py/schemas.py)
--------------------------------------------------------------------------------------
+Where the definitions agree and differ (vLLM 0.32.0 source; ours in schemas/load.py)
+------------------------------------------------------------------------------------
 * TPOT per request: both (E2E − TTFT) / (output tokens − 1) over requests with > 1 token,
   median over requests (vllm/benchmarks/serve.py:626-629, 762; ours
   ``RequestSample.tpot_s``). Output tokens: both from the final ``usage`` chunk
@@ -46,16 +46,14 @@ text); the tolerances (:class:`Tolerances`) cover the noise between interleaved 
 small shared machine. ``median_chunks_per_request`` shows empty-text events when vLLM's
 count (every ``choices`` event) exceeds ours (text-bearing events only).
 
-It is one module past 600 lines because it is one experiment, read top to bottom: the
-definitions above, the pure parts (orders, files, figures), running both clients, and the
-command that prints the result; nothing else imports its parts.
-
     python -m specperf.lab.agreement --profile tests/profiles/cpu-ci.toml --config nospec \\
         --concurrency 1 --requests 20 [--rounds 2] [--json PATH]
     python -m specperf.lab.agreement --profile P --base-url http://127.0.0.1:8000 --model M
 
-Why one module past 600 lines: the definitions it compares are written out above, beside
-the code that drives both clients and pools their runs; one experiment, one file.
+Why one module past 600 lines: it is one experiment, read top to bottom: the definitions
+it compares (written out above), the pure parts (orders, files, figures), the code that
+drives both clients and pools their runs, and the command that prints the result; nothing
+else imports its parts.
 """
 
 from __future__ import annotations
@@ -75,12 +73,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specperf.analysis.aggregate import summarise
-from specperf.config.profile import ProfileError, Sampling, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
+from specperf.config.workload import Sampling
 from specperf.engine.datasets import load_prompts
 from specperf.engine.load import run_load
 from specperf.engine.server import ServerError, log_tail, run_env
 from specperf.engine.servers import ServerPool
-from specperf.schemas import RequestSample, utcnow
+from specperf.schemas import RequestSample
+from specperf.schemas.base import utcnow
 
 Client = Literal["specperf", "vllm"]
 BENCH_MODULE = "specperf.lab.vllm_bench"

@@ -33,13 +33,10 @@ that no longer starts is the worst regression); 2 when the current itself did no
 measure a case (nothing to judge the candidate against) or a step's run file cannot be
 read (the message names the file and the field), 130 when interrupted.
 
-It is one module past 600 lines because it is one command, read in the order it runs:
-arguments, selection, plan, pooling, processes, the A/B and its exit code; nothing else
-imports its parts.
-
-Why one module past 600 lines: the A/B's plan, its interleaved rounds, the pooling and
-the verdict, in the order described above; each part is short and they share the run
-layout.
+Why one module past 600 lines: it is one command, read in the order it runs
+(arguments, selection, the A/B's plan, its interleaved rounds, pooling, processes, the
+verdict and its exit code); each part is short, they share the run layout, and nothing
+else imports them.
 """
 
 from __future__ import annotations
@@ -59,7 +56,9 @@ from typing import Any, Literal
 from specperf.analysis.aggregate import case_result
 from specperf.config import settings
 from specperf.config.exits import Exit
-from specperf.config.profile import Profile, ServerConfig, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
+from specperf.config.server_configs import ServerConfig
 from specperf.config.settings import DEFAULT_CPU_PROFILE, DEFAULT_GPU_PROFILE
 from specperf.schemas import Baseline, Case, CaseResult, RunResult
 from specperf.store.files import BaselineError, atomic_write_text, one_line, read_model

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specperf.config.profile import COMMIT, Profile, on_hub
-from specperf.schemas import UNKNOWN_REVISION
+from specperf.config.profile import Profile
+from specperf.config.remote_code import COMMIT, on_hub
+from specperf.schemas.records import UNKNOWN_REVISION
 
 __all__ = ["HubModel", "cached_commit", "cached_config", "hub_cache_dir",
            "hub_models", "model_revisions", "snapshot_dir", "tokenizer_args"]

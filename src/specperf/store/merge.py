@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specperf.schemas import Case, CompareRules, RunResult, ServerRecord, TimeScenarioResults
+from specperf.config.rules import CompareRules
+from specperf.schemas import Case, RunResult, ServerRecord, TimeScenarioResults
 from specperf.store.files import BaselineError, read_model
 
 

@@ -31,7 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specperf import __version__
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Provenance, Summary
 from specperf.store import baselines as baseline_store
 from specperf.store.baselines import baseline_lock, baseline_path

@@ -11,8 +11,8 @@ from specperf.analysis.aggregate import case_result
 from specperf.analysis.attribution import attribute, pinned_rates
 from specperf.analysis.judge.run import compare_runs
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
+from specperf.config.server_configs import ServerConfig
 from specperf.report.console import render_comparison
 from specperf.report.markdown import comparison_markdown
 from specperf.schemas import Acceptance, Case, CaseResult

@@ -14,8 +14,9 @@ from specperf.analysis.bracket import block_drift, blocks_of, bracketed, widen
 from specperf.analysis.gain import gain_vs_baseline, gain_vs_floor
 from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import ServerConfig
-from specperf.schemas import Case, CaseResult, CompareRules
+from specperf.config.rules import CompareRules
+from specperf.config.server_configs import ServerConfig
+from specperf.schemas import Case, CaseResult
 from tests.support import make_requests, make_trial_of
 
 SPREAD = [0.97, 0.99, 1.0, 1.01, 1.03, 0.98, 1.02, 1.0]

@@ -18,7 +18,8 @@ from specperf.analysis.device_memory import (
     resident_sets,
     server_option,
 )
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from tests.support import REPO_ROOT
 
 A100 = DeviceInventory(1, 80.0, "stand-in A100 80 GB")

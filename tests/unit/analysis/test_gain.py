@@ -7,8 +7,9 @@ from specperf.analysis.aggregate import case_result
 from specperf.analysis.gain import GAIN_METRIC, RELATIVE_METRIC, gain_vs_baseline, gain_vs_floor
 from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import ServerConfig
-from specperf.schemas import Case, CaseResult, CompareRules
+from specperf.config.rules import CompareRules
+from specperf.config.server_configs import ServerConfig
+from specperf.schemas import Case, CaseResult
 from tests.support import make_requests, make_trial_of
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from specperf.analysis import gate
-from specperf.config.profile import AcceptanceGate, Load
-from specperf.schemas import Acceptance, CompareRules
+from specperf.config.gates import AcceptanceGate
+from specperf.config.load import Load
+from specperf.config.rules import CompareRules
+from specperf.schemas import Acceptance
 
 
 def acc(drafts: float, accepted_per_pos: list[float]) -> Acceptance:

@@ -7,7 +7,8 @@ import pytest
 
 from specperf.analysis.device_memory import DeviceInventory
 from specperf.analysis.kv_cache import KNOWN_CONFIGS, kv_warnings, model_shape
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from tests.support import REPO_ROOT
 
 A100 = DeviceInventory(1, 80.0, "stand-in A100 80 GB")

@@ -12,7 +12,8 @@ from specperf.analysis.night_plan import (
     RESERVE_FRACTION,
     night_plan,
 )
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.config.shards import shard_config_ids
 from specperf.schemas import Baseline
 from specperf.store.baselines import load_baseline

@@ -14,7 +14,7 @@ from specperf.analysis.aggregate import case_result
 from specperf.analysis.power import power_lines, power_report, repeats_line
 from specperf.analysis.sample_size import min_detectable_effect, required_trials
 from specperf.cli import main as cli_main
-from specperf.config.profile import ServerConfig
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import Baseline, Case, RequestSample
 from specperf.store.baselines import write_baseline
 from tests.support import REPO_ROOT, T0, make_provenance, make_trial_of
@@ -190,8 +190,8 @@ def test_repeats_line_says_what_the_trials_catch_and_warns_when_blind() -> None:
 
 
 def test_power_uses_the_rules_a_run_recorded() -> None:
+    from specperf.config.rules import CompareRules
     from specperf.report.synthetic import SynthConfig, synthetic_run
-    from specperf.schemas import CompareRules
 
     run = synthetic_run(configs=(SynthConfig("nospec", "no spec"),), concurrencies=(1,),
                         trials=6, seed=2)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specperf.analysis.reference import choose_reference, disagreements, matching_kept
-from specperf.schemas import Baseline, CompareRules, RunResult
+from specperf.config.rules import CompareRules
+from specperf.schemas import Baseline, RunResult
 from tests.support import NIGHTLIES, load_run
 
 RULES = CompareRules(min_baseline_runs=2)

@@ -14,22 +14,15 @@ from specperf.analysis.scenarios import (
     prefix_counts,
     segmented_checks,
 )
-from specperf.config.profile import ServerConfig
+from specperf.config.rules import CompareRules
 from specperf.config.scenarios import (
     CategoriesScenario,
     ContextBucket,
     ContextLengthScenario,
     PrefixCacheScenario,
 )
-from specperf.schemas import (
-    Acceptance,
-    Case,
-    CaseResult,
-    CompareRules,
-    PrefixCacheCounts,
-    ScenarioResult,
-    ScenarioSegment,
-)
+from specperf.config.server_configs import ServerConfig
+from specperf.schemas import Acceptance, Case, CaseResult, PrefixCacheCounts, ScenarioResult, ScenarioSegment
 from tests.support import make_requests, make_trial_of
 
 SPREAD = [0.97, 0.99, 1.0, 1.01, 1.03, 0.98, 1.02, 1.0]

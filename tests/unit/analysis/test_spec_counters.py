@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specperf.analysis import spec_counters
 from specperf.analysis.aggregate import case_result
-from specperf.config.profile import ServerConfig
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import Acceptance, Case, RequestSample
 from tests.support import make_requests, make_spec_sample, make_trial_of, spec_counters_of
 

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from specperf.analysis import trend
 from specperf.analysis.aggregate import summarise
-from specperf.config.profile import ServerConfig
 from specperf.config.rules import CompareRules
 from specperf.config.scenarios import SoakScenario
+from specperf.config.server_configs import ServerConfig
 from specperf.schemas import Acceptance, Case, RampPhase, RampResult, SoakResult, SoakWindow
 from tests.support import make_requests, make_trial_of
 

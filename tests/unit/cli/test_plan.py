@@ -11,7 +11,7 @@ import pytest
 
 from specperf import cli
 from specperf.config.exits import Exit
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from tests.support import INSTALL_DEV, REPO_ROOT, need_module
 
 PROFILES = REPO_ROOT / "perf_tests" / "profiles"

@@ -20,7 +20,8 @@ from specperf.config.boundaries import (
     check_speculative_config,
     owned_option,
 )
-from specperf.config.profile import ServerConfig, TpotGainGate
+from specperf.config.gates import TpotGainGate
+from specperf.config.server_configs import ServerConfig
 
 # -- names ---------------------------------------------------------------------------
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from specperf.config.profile import ProfileError, load_profile
-from specperf.schemas import CompareRules, Direction
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
+from specperf.config.rules import CompareRules, Direction
 from tests.support import CPU_CI_PROFILE, REPO_ROOT
 
 REPO = REPO_ROOT
@@ -50,38 +51,6 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "p.toml"
     path.write_text(base + "\n" + text)
     return path
-
-
-def test_unknown_key_names_file_field_and_allowed_keys(tmp_path: Path) -> None:
-    path = _edited(tmp_path, "[load]\n", "[load]\nrequets = 3\n")
-    with pytest.raises(ProfileError) as err:
-        load_profile(path)
-    msg = str(err.value)
-    assert str(path) in msg
-    assert "field `load.requets`" in msg
-    assert "allowed here:" in msg and "requests" in msg
-
-
-def test_bad_value_in_server_config_names_its_id(tmp_path: Path) -> None:
-    path = _edited(tmp_path, "min_rate = 0.05", "min_rate = 5")
-    with pytest.raises(ProfileError) as err:
-        load_profile(path)
-    msg = str(err.value)
-    assert "server_configs[1] (id 'draft-k2').gates.acceptance.min_rate" in msg
-    assert "less than or equal to 1" in msg
-
-
-def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "p.toml"
-    path.write_text("name = \n")
-    with pytest.raises(ProfileError, match=r"p\.toml: not valid TOML"):
-        load_profile(path)
-
-
-def test_unknown_profile_name_lists_known_ones() -> None:
-    with pytest.raises(ProfileError) as err:
-        load_profile("no-such-profile", REPO)
-    assert "cpu-tiny" in str(err.value)
 
 
 def test_undefined_tiny_model_is_an_error(tmp_path: Path) -> None:

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import (
-    ProfileError,
-    load_profile,
-    revision_option,
-    trusts_remote_code,
-)
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
+from specperf.config.remote_code import revision_option, trusts_remote_code
 from tests.support import REPO_ROOT, need_module
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import ProfileError, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
 from specperf.config.scenarios import PrefixCacheScenario, Scenarios
 from tests.support import CPU_CI_PROFILE, REPO_ROOT
 

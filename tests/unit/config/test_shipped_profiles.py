@@ -18,7 +18,10 @@ import pytest
 
 from specperf import plugin
 from specperf.analysis.judge.kinds import CASE_KINDS
-from specperf.config.profile import TINY_PREFIX, Profile, ShareGPTWorkload, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
+from specperf.config.tiny_models import TINY_PREFIX
+from specperf.config.workload import ShareGPTWorkload
 from specperf.engine.kinds import kind_names
 from tests.support import GOLDEN_DIR, INSTALL_VLLM, PERF_PYTEST, REPO_ROOT, unchecked
 

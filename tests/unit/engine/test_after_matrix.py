@@ -8,7 +8,8 @@ tests/unit/engine/test_bracket.py."""
 from __future__ import annotations
 
 from specperf.analysis.judge.kinds import CaseKind
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.confirmation import Flag
 from specperf.engine.kinds import KINDS, kind_named

@@ -16,7 +16,8 @@ import pytest
 from specperf.analysis.bracket import bracketed
 from specperf.analysis.judge.kinds import REQUESTS, TPOT_GAIN
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import ProfileError, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
 from specperf.engine.after_matrix import AfterMatrix
 from specperf.engine.bracket import Block, BracketSchedule
 from specperf.engine.kinds import TestKind

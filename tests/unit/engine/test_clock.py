@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine import contention
 from specperf.engine.clock import (
     BUCKETS,

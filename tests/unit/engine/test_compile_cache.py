@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specperf.config import settings
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine import server
 from specperf.engine.compile_cache import compile_cache_dir, server_key, share_model_info
 from specperf.engine.servers import ServerPool

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine import contention
 from specperf.engine.contention import (
     CpuSnapshot,

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from specperf.cli import main as cli_main
-from specperf.config.profile import ShareGPTWorkload, load_profile
+from specperf.config.profile_file import load_profile
+from specperf.config.workload import ShareGPTWorkload
 from specperf.engine import sharegpt_fetch as fetch
 from specperf.engine import specbench_fetch
 from specperf.engine.datasets import (

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from specperf.analysis.device_memory import DeviceInventory
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.device_fit import device_inventory, memory_refusal, profile_hardware_id
 from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool

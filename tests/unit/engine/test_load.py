@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from specperf.config.profile import Sampling
+from specperf.config.workload import Sampling
 from specperf.engine.load import run_interleaved_load, run_load, spec_decode_of
 from specperf.engine.loopback import LoopbackApp
 from specperf.lab import calibration

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import ShareGPTWorkload, load_profile
+from specperf.config.profile_file import load_profile
+from specperf.config.workload import ShareGPTWorkload
 from specperf.engine.datasets import load_prompts, sharegpt_prompts
 from specperf.engine.prompt_fit import max_model_len_arg, prompt_fit
 from specperf.engine.tiny import synthetic_text

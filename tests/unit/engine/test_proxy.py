@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from specperf.config.profile import Sampling
+from specperf.config.workload import Sampling
 from specperf.engine import proxy
 from specperf.engine.load import run_load
 from specperf.engine.proxy import DelayProxy, ProxyStats, delay_for_tpot, expected_tpot_rise

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.clock import RunClock
 from specperf.engine.scenario_setting import ScenarioSetting, gain_floors
 from specperf.schemas import ScenarioResult

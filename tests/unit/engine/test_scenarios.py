@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.scenarios import ScenarioError, ScenarioRunner
 from specperf.engine.segmented_scenarios import SEGMENTED_POOL
 from specperf.schemas import Acceptance, Case

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.proxy import DelayProxy
 from specperf.engine.server import ServerError
 from specperf.engine.servers import ServerPool

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from specperf.config.profile import ProfileError, load_profile
+from specperf.config.profile import ProfileError
+from specperf.config.profile_file import load_profile
 from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, REPO_ROOT, unchecked
 
 # Not importorskip: importing vLLM in this process would set TORCHINDUCTOR_CACHE_DIR and

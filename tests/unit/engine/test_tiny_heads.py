@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.config.tiny_models import TinyDraftSpec, TinyModelsSpec, TinyTargetSpec
 from specperf.engine import tiny
 from specperf.engine.tiny import materialise, spec_key

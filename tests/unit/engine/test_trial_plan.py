@@ -10,7 +10,8 @@ import pytest
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.judge.follow_up import follow_up_of_comparison
-from specperf.config.profile import Profile, load_profile
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.confirmation import Flag, measure_flags_again
 from specperf.engine.plan_steps import Compare, Judge, Restart, RunTrials, Say, TrialSpec
 from specperf.engine.trial_plan import RETRY_BATCH, PlanOutcome, trial_plan

@@ -14,7 +14,7 @@ import pytest
 
 from specperf.cli import main
 from specperf.cli.check import render
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.engine.vllm_check import check_profiles
 from tests.support import CPU_CI_PROFILE, INSTALL_VLLM, REPO_ROOT, unchecked
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import Sampling
+from specperf.config.workload import Sampling
 from specperf.lab.agreement import (
     Agreement,
     AgreementError,
@@ -34,7 +34,8 @@ from specperf.lab.agreement import (
     sharegpt_records,
     side_figures,
 )
-from specperf.schemas import RequestSample, utcnow
+from specperf.schemas import RequestSample
+from specperf.schemas.base import utcnow
 from tests.support import DATA_DIR, INSTALL_VLLM, REPO_ROOT, unchecked
 
 SAMPLE = DATA_DIR / "vllm-bench-serve-result.json"

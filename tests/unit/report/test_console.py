@@ -10,7 +10,7 @@ import pytest
 from specperf.analysis.aggregate import case_result
 from specperf.analysis.judge.models import RunComparison
 from specperf.analysis.judge.run import compare_runs
-from specperf.config.profile import ServerConfig
+from specperf.config.server_configs import ServerConfig
 from specperf.report.console import (
     default_width,
     render_comparison,
@@ -400,7 +400,7 @@ def test_80_columns_cut_no_word_of_a_metric_name() -> None:
 
     from specperf.analysis import gate
     from specperf.analysis.judge.kinds import CASE_KINDS, from_comparison
-    from specperf.config.profile import AcceptanceGate
+    from specperf.config.gates import AcceptanceGate
     from specperf.config.rules import CompareRules
     from specperf.report.console import checks_table, held_check_lines
     from tests.support import CPU_CI_PAIRED_RUN, load_run

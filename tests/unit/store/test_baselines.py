@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from specperf.analysis.samples import earlier_runs
-from specperf.schemas import Baseline, Provenance, RunResult, utcnow
+from specperf.schemas import Baseline, Provenance, RunResult
+from specperf.schemas.base import utcnow
 from specperf.store import baselines as store
 from specperf.store import files
 from tests.support import make_baseline, make_case, make_run
@@ -127,7 +128,7 @@ def test_a_perf_run_skips_a_bad_kept_run_and_refuses_a_bad_baseline(tmp_path: Pa
     """BaselineContext.load, as the plugin calls it: a bad history entry is a note naming
     it and the run goes on with its baseline; a bad baseline is BaselineError naming it
     (the plugin makes that a usage error)."""
-    from specperf.config.profile import load_profile
+    from specperf.config.profile_file import load_profile
     from specperf.engine.baseline_context import BaselineContext
     from tests.support import CPU_CI_PROFILE
 

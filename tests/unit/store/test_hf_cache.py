@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specperf.config.profile import load_profile
-from specperf.schemas import UNKNOWN_REVISION, Provenance
+from specperf.config.profile_file import load_profile
+from specperf.schemas import Provenance
+from specperf.schemas.records import UNKNOWN_REVISION
 from specperf.store.hf_cache import (
     cached_commit,
     cached_config,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from specperf.cli import main as cli_main
-from specperf.schemas import CompareRules, RampResult, RunResult, SoakResult, TimeScenarioResults
+from specperf.config.rules import CompareRules
+from specperf.schemas import RampResult, RunResult, SoakResult, TimeScenarioResults
 from specperf.store.merge import MergeError, merge_runs, read_run
 from tests.support import CPU_CI_PAIRED_RUN, SHARD_T0, shard_case, shard_run, write_model
 from tests.unit.analysis.test_trend import CASE, ramp, windows

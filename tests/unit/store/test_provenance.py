@@ -3,7 +3,7 @@ the versions and commit a run records."""
 
 from __future__ import annotations
 
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.store import provenance
 from tests.support import CPU_CI_PROFILE, make_baseline
 

@@ -14,7 +14,7 @@ from specperf.analysis.gain import gain_vs_floor
 from specperf.analysis.judge.case import compare_cases
 from specperf.analysis.judge.kinds import LATENCY, THROUGHPUT, TPOT_GAIN, from_comparison
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.schemas import Baseline, Case, CaseResult, Summary
 from specperf.store import baselines as baseline_store
 from specperf.store import provenance, provisional

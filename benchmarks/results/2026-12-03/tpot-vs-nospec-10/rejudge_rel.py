@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from specperf.analysis.judge.run import compare_runs
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.store.baselines import load_baseline, load_history
 from specperf.store.files import load_result
 

@@ -19,7 +19,8 @@ from functools import cached_property
 from specperf.analysis.judge.machine_reference import BesideReference, reference_for
 from specperf.analysis.samples import earlier_pairs, earlier_runs, kept_runs
 from specperf.analysis.spread import KeptSpreads, kept_spreads
-from specperf.schemas import Baseline, Case, CaseResult, CompareRules, RunResult
+from specperf.config.rules import CompareRules
+from specperf.schemas import Baseline, Case, CaseResult, RunResult
 
 __all__ = ["Against", "Evidence", "side_labels"]
 

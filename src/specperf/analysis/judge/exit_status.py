@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from specperf.analysis.judge.models import RunComparison
 from specperf.analysis.judge.outcome import exit_status
 from specperf.config.exits import Exit
-from specperf.schemas import Case, GateCheck, Outcome
+from specperf.schemas import Case, GateCheck
+from specperf.schemas.gate import Outcome
 
 __all__ = ["judged_outcomes", "run_exit_status"]
 

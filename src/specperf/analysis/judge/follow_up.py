@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from specperf.analysis.judge.models import CaseComparison
 from specperf.analysis.stats import Verdict
-from specperf.schemas import GateCheck, SampleKind
+from specperf.schemas import GateCheck
+from specperf.schemas.gate import SampleKind
 
 __all__ = ["RE_MEASURABLE", "FollowUp", "flagged_metrics", "follow_up_of_checks",
            "follow_up_of_comparison", "inconclusive_metrics"]

@@ -33,8 +33,11 @@ from specperf.analysis import gate
 from specperf.analysis.judge.models import CaseComparison
 from specperf.analysis.judge.rules import HoldContext, hold_checks
 from specperf.analysis.stats import Comparison
-from specperf.config.profile import Gates, Profile, ServerConfig
-from specperf.schemas import Case, CaseResult, Direction, GateCheck
+from specperf.config.gates import Gates
+from specperf.config.profile import Profile
+from specperf.config.rules import Direction
+from specperf.config.server_configs import ServerConfig
+from specperf.schemas import Case, CaseResult, GateCheck
 
 __all__ = ["ACCEPTANCE", "CASE_KINDS", "LATENCY", "REQUESTS", "THROUGHPUT", "TPOT_GAIN",
            "CaseKind", "from_comparison", "not_judged"]

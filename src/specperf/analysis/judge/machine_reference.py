@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from specperf.analysis.samples import per_request, per_trial
 from specperf.analysis.stats import Comparison, Direction, compare_samples
-from specperf.schemas import Case, CaseResult, CompareRules
+from specperf.config.rules import CompareRules
+from specperf.schemas import Case, CaseResult
 
 __all__ = ["BesideReference", "reference_change", "reference_for"]
 

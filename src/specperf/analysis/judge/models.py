@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from specperf.analysis.attribution import Attribution
 from specperf.analysis.judge.outcome import TIMING_METRIC_KEYS, outcome_of
 from specperf.analysis.stats import Comparison, Verdict
-from specperf.schemas import Case, CompareRules, MetricKey, Outcome, Provenance, SampleKind
+from specperf.config.rules import CompareRules, MetricKey
+from specperf.schemas import Case, Provenance
+from specperf.schemas.gate import Outcome, SampleKind
 
 __all__ = ["VERDICT_ORDER", "CaseComparison", "MetricDetail", "RunComparison", "SampleKind"]
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from specperf.config.exits import Exit
-from specperf.schemas import Outcome
+from specperf.schemas.gate import Outcome
 
 __all__ = [
     "OUTCOME_ORDER",

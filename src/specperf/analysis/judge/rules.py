@@ -34,7 +34,8 @@ from specperf.analysis.judge.machine_reference import BesideReference
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
 from specperf.analysis.judge.outcome import TIMING_METRIC_KEYS
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.schemas import CaseResult, CompareRules, GateCheck
+from specperf.config.rules import CompareRules
+from specperf.schemas import CaseResult, GateCheck
 
 __all__ = ["AGAINST_FLOOR", "HOLD_RULES", "SAMPLED_AT_T", "TIMING", "WITHIN_RUN", "HoldContext",
            "HoldRule", "apply_holds", "first_hold", "held", "hold_checks", "rule_named"]

@@ -11,7 +11,9 @@ from collections import Counter
 
 from specperf.analysis.judge.models import RunComparison
 from specperf.analysis.stats import Verdict
-from specperf.schemas import UNKNOWN_REVISION, Case, CompareRules, Provenance
+from specperf.config.rules import CompareRules
+from specperf.schemas import Case, Provenance
+from specperf.schemas.records import UNKNOWN_REVISION
 
 __all__ = ["RECORD_HINT", "add_run_notes", "model_revision_note", "provenance_notes",
            "provenance_refusals"]

@@ -8,7 +8,7 @@ from specperf.analysis.judge import HoldContext, apply_holds
 from specperf.analysis.judge.fresh_start import replicated, starts_disagree
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
 from specperf.analysis.stats import Comparison, Verdict, compare_samples
-from specperf.schemas import CompareRules, Direction
+from specperf.config.rules import CompareRules, Direction
 from tests.support import make_case
 from tests.unit.analysis.test_stats import lognormal
 

@@ -18,8 +18,10 @@ from specperf.analysis.judge.kinds import (
     from_comparison,
     not_judged,
 )
-from specperf.config.profile import Profile, load_profile
-from specperf.schemas import Acceptance, CaseResult, CompareRules, GateCheck
+from specperf.config.profile import Profile
+from specperf.config.profile_file import load_profile
+from specperf.config.rules import CompareRules
+from specperf.schemas import Acceptance, CaseResult, GateCheck
 from tests.support import CPU_CI_PROFILE, make_case
 
 #: Half the draft tokens accepted (k = 2): over draft-k2's floor (0.05), under self-k3's (0.99).

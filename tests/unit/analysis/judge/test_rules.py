@@ -17,7 +17,8 @@ from specperf.analysis.judge.machine_reference import BesideReference
 from specperf.analysis.judge.models import CaseComparison, MetricDetail
 from specperf.analysis.judge.rules import rule_named
 from specperf.analysis.stats import Comparison, Direction, Verdict
-from specperf.schemas import CompareRules, FreshServerConfirmation
+from specperf.config.rules import CompareRules
+from specperf.schemas import FreshServerConfirmation
 from tests.support import make_case
 
 NAMES = [r.name for r in HOLD_RULES]

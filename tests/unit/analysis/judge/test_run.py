@@ -11,7 +11,7 @@ from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.judge.models import RunComparison
 from specperf.analysis.judge.run import as_run, compare_runs
 from specperf.analysis.stats import Verdict
-from specperf.config.profile import load_profile
+from specperf.config.profile_file import load_profile
 from specperf.config.rules import CompareRules
 from specperf.report.synthetic import SynthConfig, scale_latency, scale_throughput, synthetic_run
 from specperf.schemas import Baseline, RunResult

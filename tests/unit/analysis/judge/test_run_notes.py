@@ -11,7 +11,8 @@ from specperf.config.rules import CompareRules
 from specperf.report.console import render_comparison
 from specperf.report.markdown import comparison_markdown
 from specperf.report.synthetic import scale_latency
-from specperf.schemas import UNKNOWN_REVISION, RunResult
+from specperf.schemas import RunResult
+from specperf.schemas.records import UNKNOWN_REVISION
 from tests.support import make_provenance
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40

@@ -26,8 +26,11 @@ import pytest
 from pydantic import BaseModel
 
 from specperf.analysis.aggregate import case_result, make_trial
+from specperf.analysis.judge.models import RunComparison
+from specperf.analysis.stats import Verdict
 from specperf.config.profile_file import load_profile
 from specperf.config.server_configs import ServerConfig
+from specperf.report.synthetic import SynthConfig, synthetic_run
 from specperf.schemas import (
     Acceptance,
     Baseline,
@@ -241,6 +244,27 @@ def make_case(config_id: str = "draft-k2", concurrency: int = 1, *, ttft_s: floa
     trial = make_trial_of(samples, concurrency=concurrency, acceptance=acceptance)
     return case_result(Case(config_id=config_id, concurrency=concurrency), cfg, [trial],
                        "0.32.0", "abc")
+
+
+#: The two configs the comparison tests' synthetic runs are made of: the no-spec reference
+#: and a k=3 draft (specperf.report.synthetic).
+SYNTH_CONFIGS = (
+    SynthConfig("nospec", "no spec"),
+    SynthConfig("d-k3", "draft k=3", "draft_model", "org/draft", 3, 0.75, 2.0),
+)
+
+
+def synthetic_five_trials() -> RunResult:
+    """A synthetic run of :data:`SYNTH_CONFIGS` at c=1 and c=8 with per-trial samples (6
+    trials of 6 requests): what the ``five_trials`` fixture compares
+    (tests/unit/analysis/conftest.py)."""
+    return synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1, 8), trials=6, requests=6,
+                         seed=3)
+
+
+def verdicts(cmp: RunComparison) -> dict[tuple[str, str], Verdict]:
+    """A comparison's verdicts by (case id, metric)."""
+    return {(cc.case.id, m.metric): m.verdict for cc, m in cmp.all()}
 
 
 def make_baseline() -> Baseline:

@@ -26,7 +26,12 @@ from specperf.config.server_configs import ServerConfig
 from specperf.engine.clock import WARMUPS
 from specperf.engine.load import run_load
 from specperf.engine.observer import RunObserver
-from specperf.engine.scenario_setting import ScenarioMeasured, ScenarioSetting, gain_floors
+from specperf.engine.scenario_setting import (
+    ScenarioMeasured,
+    ScenarioSetting,
+    gain_floors,
+    started_spec_configs,
+)
 from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool
 from specperf.engine.tiny import synthetic_text
@@ -145,17 +150,7 @@ class PrefixCacheMeasurer:
             errors["*"] = f"the no-spec reference {nospec_cfg.id!r} could not be measured: {exc}"
             pool.stop_all()
             return None
-        specs = []
-        for cfg in prof.server_configs:
-            if not cfg.is_spec or (self.wanted is not None and cfg.id not in self.wanted):
-                continue
-            run = _Config(cfg)
-            try:
-                run.server = self._started(cfg.id)
-            except (ServerError, RuntimeError) as exc:
-                errors[Case(config_id=cfg.id, concurrency=c).id] = str(exc)
-                continue
-            specs.append(run)
+        specs = started_spec_configs(prof, self.wanted, c, _Config, self._started, errors)
         try:
             for r in range(repeats):
                 self._round(r, nospec, specs)

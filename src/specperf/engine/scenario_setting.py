@@ -16,19 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from specperf.analysis.judge.follow_up import FollowUp, follow_up_of_checks
 from specperf.config.profile import Profile
+from specperf.config.server_configs import ServerConfig
 from specperf.engine.clock import RESTARTS, RunClock
 from specperf.engine.confirmation import confirm_on_fresh_server
 from specperf.engine.observer import LineObserver, RunObserver
 from specperf.engine.plan_steps import TrialSpec, carry_out
-from specperf.engine.server import ServerError
+from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool
 from specperf.engine.trials import TrialRunner
-from specperf.schemas import FreshServerConfirmation, GateCheck, ScenarioResult
+from specperf.schemas import Case, FreshServerConfirmation, GateCheck, ScenarioResult
 
-__all__ = ["ScenarioMeasured", "ScenarioSetting", "gain_floors"]
+__all__ = ["ScenarioMeasured", "ScenarioSetting", "gain_floors", "started_spec_configs"]
 
 #: A scenario measured: its result and, per spec case id, its checks.
 ScenarioMeasured = tuple[ScenarioResult, dict[str, list[GateCheck]]]
@@ -104,6 +106,35 @@ class ScenarioSetting:
             say=lambda line: self.say(line.replace("specperf: ", f"specperf: scenario {kind}: ",
                                                    1)))
         return done.get(c)
+
+
+class _OnServer(Protocol):
+    server: VllmServer | None
+
+
+_Measured = TypeVar("_Measured", bound=_OnServer)
+
+
+def started_spec_configs(prof: Profile, wanted: set[str] | None, concurrency: int,
+                         measured: Callable[[ServerConfig], _Measured],
+                         start: Callable[[str], VllmServer],
+                         errors: dict[str, str]) -> list[_Measured]:
+    """Each spec config of ``prof`` the run selected (``wanted``; None: all), as
+    ``measured(config)`` with its server started by ``start(config id)``. A config whose
+    server does not start is left out, its error recorded under its case's id: the others
+    are still measured (one bad draft does not cost the scenario)."""
+    started = []
+    for cfg in prof.server_configs:
+        if not cfg.is_spec or (wanted is not None and cfg.id not in wanted):
+            continue
+        run = measured(cfg)
+        try:
+            run.server = start(cfg.id)
+        except (ServerError, RuntimeError) as exc:
+            errors[Case(config_id=cfg.id, concurrency=concurrency).id] = str(exc)
+            continue
+        started.append(run)
+    return started
 
 
 def gain_floors(prof: Profile, result: ScenarioResult) -> dict[str, float | None]:

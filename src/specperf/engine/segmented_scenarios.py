@@ -25,7 +25,12 @@ from specperf.config.profile import Profile
 from specperf.config.scenarios import CategoriesScenario, ContextLengthScenario, SegmentedScenario
 from specperf.config.server_configs import ServerConfig
 from specperf.engine.datasets import DatasetError, category_prompts, load_prompts
-from specperf.engine.scenario_setting import ScenarioMeasured, ScenarioSetting, gain_floors
+from specperf.engine.scenario_setting import (
+    ScenarioMeasured,
+    ScenarioSetting,
+    gain_floors,
+    started_spec_configs,
+)
 from specperf.engine.server import ServerError, VllmServer
 from specperf.engine.servers import ServerPool
 from specperf.engine.tiny import synthetic_text
@@ -201,17 +206,8 @@ class SegmentedMeasurer:
         except (ServerError, RuntimeError) as exc:
             errors["*"] = f"the no-spec reference {nospec_cfg.id!r} could not be measured: {exc}"
             return None
-        specs: list[_SegmentedConfig] = []
-        for cfg in prof.server_configs:
-            if not cfg.is_spec or (self.wanted is not None and cfg.id not in self.wanted):
-                continue
-            run = _SegmentedConfig(cfg)
-            try:
-                run.server = pool.server_for(cfg.id)
-            except (ServerError, RuntimeError) as exc:
-                errors[Case(config_id=cfg.id, concurrency=c).id] = str(exc)
-                continue
-            specs.append(run)
+        specs = started_spec_configs(prof, self.wanted, c, _SegmentedConfig, pool.server_for,
+                                     errors)
 
         def rounds(configs: list[_SegmentedConfig], first: int, n: int = repeats) -> None:
             for r in range(first, first + n):

@@ -31,22 +31,9 @@ from specperf.report.synthetic import (
 )
 from specperf.schemas import Baseline, FreshServerConfirmation, RunResult
 from specperf.store.files import load_result
-from tests.support import CPU_TINY_RUN, REPO_ROOT
+from tests.support import CPU_TINY_RUN, REPO_ROOT, SYNTH_CONFIGS, verdicts
 
 REAL_RUN = CPU_TINY_RUN  # the `real` fixture (tests/conftest.py)
-CONFIGS = (
-    SynthConfig("nospec", "no spec"),
-    SynthConfig("d-k3", "draft k=3", "draft_model", "org/draft", 3, 0.75, 2.0),
-)
-
-
-@pytest.fixture(scope="module")
-def five_trials() -> RunResult:
-    return synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3)
-
-
-def verdicts(cmp: RunComparison) -> dict[tuple[str, str], Verdict]:
-    return {(cc.case.id, m.metric): m.verdict for cc, m in cmp.all()}
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -113,7 +100,7 @@ def test_improvement_is_not_a_regression(five_trials: RunResult) -> None:
      (1.25, Verdict.IMPROVEMENT)],
 )
 def test_throughput_budget_with_one_trial(factor: float, expected: Verdict) -> None:
-    base = synthetic_run(configs=CONFIGS[:1], concurrencies=(4,), trials=1, requests=6)
+    base = synthetic_run(configs=SYNTH_CONFIGS[:1], concurrencies=(4,), trials=1, requests=6)
     cur = scale_throughput(base, factor)
     (cc,) = compare_runs(cur, base).cases
     m = next(m for m in cc.comparisons if m.metric == "output throughput")
@@ -125,7 +112,7 @@ def test_throughput_budget_with_one_trial(factor: float, expected: Verdict) -> N
 
 
 def test_acceptance_per_position_with_absolute_tolerance(five_trials: RunResult) -> None:
-    worse = synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3,
+    worse = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3,
                           accept_shift=-0.05)
     cmp = compare_runs(worse, five_trials)
     v = verdicts(cmp)
@@ -140,7 +127,7 @@ def test_acceptance_per_position_with_absolute_tolerance(five_trials: RunResult)
 def test_sampled_acceptance_is_not_decided(five_trials: RunResult) -> None:
     """At temperature > 0 acceptance moves between server starts (measured: 0 → 82
     accepted tokens of ~600 on one release), so neither a drop nor an equality decides."""
-    worse = synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3,
+    worse = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3,
                           accept_shift=-0.05)
     sampled = CompareRules(acceptance_exact=False)
     for cur in (worse, five_trials):
@@ -226,7 +213,7 @@ def _kept_runs(offsets: list[float]) -> list[RunResult]:
     date and a whole-run latency offset, the way a restart shifts every trial together."""
     out = []
     for i, off in enumerate(offsets):
-        run = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6, requests=6,
+        run = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=6, requests=6,
                             seed=40 + i)
         run = scale_latency(run, off)
         prov = run.provenance.model_copy(
@@ -237,7 +224,7 @@ def _kept_runs(offsets: list[float]) -> list[RunResult]:
 
 def test_kept_runs_pool_and_absorb_a_restart_offset() -> None:
     *history, base = _kept_runs([1.0, 1.12, 1.06, 0.92])
-    cur = scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+    cur = scale_latency(synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=6,
                                       requests=6, seed=99), 1.13)
     alone = compare_runs(cur, base)
     assert any(m.verdict is Verdict.REGRESSION for _, m in alone.all() if m.metric == "TPOT")
@@ -303,9 +290,9 @@ def test_baseline_runs_rule_takes_the_newest_and_one_means_the_file_alone() -> N
 
 def test_a_run_too_noisy_for_its_minimum_effect_says_so() -> None:
     # A 40-trial baseline, a 5-trial run, ~6 % trial noise: more trials in the run help.
-    noisy = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=40, requests=6, seed=7,
+    noisy = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=40, requests=6, seed=7,
                           run_cv=0.04)
-    other = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=8,
+    other = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=8,
                           run_cv=0.04)
     cmp = compare_runs(other, noisy)
     tpot = cmp.cases[0].details["TPOT"]
@@ -314,14 +301,14 @@ def test_a_run_too_noisy_for_its_minimum_effect_says_so() -> None:
     note = next(n for n in cmp.notes if n.startswith("these repeats cannot see"))
     assert "minimum" in note and ("trials per run would" in note or "no number" in note)
     # A 5-trial baseline that noisy: its own noise exceeds the budget, so no run can.
-    small = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=7,
+    small = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=5, requests=6, seed=7,
                           run_cv=0.15)
     note = next(n for n in compare_runs(other, small).notes
                 if n.startswith("these repeats cannot see"))
     assert "no number of trials in one run would" in note
-    quiet = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=7,
+    quiet = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=7,
                           run_cv=0.005, request_cv=0.01)
-    twin = synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=8,
+    twin = synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=8, requests=6, seed=8,
                          run_cv=0.005, request_cv=0.01)
     calm = compare_runs(twin, quiet)
     assert all(d.detectable is not None and d.detectable < 0.03
@@ -373,7 +360,7 @@ def test_a_flag_from_one_server_start_is_cleared_by_a_fresh_one_a_real_shift_is_
     *history, base = _kept_runs([1.0, 1.03, 0.97, 1.0])
 
     def current(seed: int, factor: float) -> RunResult:
-        return scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+        return scale_latency(synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=6,
                                            requests=6, seed=seed), factor)
 
     # One start 22 % slow (its own offset): flagged on its own trials ...
@@ -402,7 +389,7 @@ def test_a_flag_never_measured_on_a_fresh_start_is_inconclusive_not_a_regression
     """The fresh start did not happen (server did not start again, run interrupted): the
     first start's figures stand, its timing REGRESSIONs wait as INCONCLUSIVE, saying why."""
     *history, base = _kept_runs([1.0, 1.03, 0.97, 1.0])
-    slow = scale_latency(synthetic_run(configs=CONFIGS, concurrencies=(1,), trials=6,
+    slow = scale_latency(synthetic_run(configs=SYNTH_CONFIGS, concurrencies=(1,), trials=6,
                                        requests=6, seed=99), 1.35)
     note = "not confirmed: the run was interrupted before the fresh start"
     waiting = slow.model_copy(update={"cases": [c.model_copy(update={
@@ -473,7 +460,7 @@ def test_throughput_budget_passes_only_clear_of_the_kept_runs_spread() -> None:
     read PASS against two kept runs whose means spread ±106 % by Student's t — inside the
     25 % minimum effect, while the runs themselves could not tell 25 % from nothing."""
     def one_trial(seed: int, day: int, factor: float) -> RunResult:
-        run = scale_throughput(synthetic_run(configs=CONFIGS[:1], concurrencies=(4,), trials=1,
+        run = scale_throughput(synthetic_run(configs=SYNTH_CONFIGS[:1], concurrencies=(4,), trials=1,
                                              requests=6, seed=seed), factor)
         return run.model_copy(update={"provenance": run.provenance.model_copy(
             update={"date": run.provenance.date.replace(day=day)})})

@@ -5,32 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from specperf.analysis.judge.exit_status import run_exit_status
 from specperf.analysis.judge.models import RunComparison
 from specperf.analysis.judge.run import as_run, compare_runs
 from specperf.analysis.stats import Verdict
 from specperf.config.profile_file import load_profile
 from specperf.config.rules import CompareRules
-from specperf.report.synthetic import SynthConfig, scale_latency, scale_throughput, synthetic_run
+from specperf.report.synthetic import scale_latency, scale_throughput
 from specperf.schemas import Baseline, RunResult
 from specperf.store.files import load_result
-from tests.support import TESTS_DIR
-
-CONFIGS = (
-    SynthConfig("nospec", "no spec"),
-    SynthConfig("d-k3", "draft k=3", "draft_model", "org/draft", 3, 0.75, 2.0),
-)
-
-
-@pytest.fixture(scope="module")
-def five_trials() -> RunResult:
-    return synthetic_run(configs=CONFIGS, concurrencies=(1, 8), trials=6, requests=6, seed=3)
-
-
-def verdicts(cmp: RunComparison) -> dict[tuple[str, str], Verdict]:
-    return {(cc.case.id, m.metric): m.verdict for cc, m in cmp.all()}
+from tests.support import TESTS_DIR, verdicts
 
 
 def test_as_run_of_a_baseline(real: RunResult) -> None:

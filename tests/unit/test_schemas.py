@@ -18,6 +18,8 @@ from specperf.schemas import (
     RequestSample,
     RequestSpecDecode,
     RunResult,
+    ScenarioResult,
+    ScenarioSegment,
     Summary,
     TimeBreakdown,
 )
@@ -108,6 +110,23 @@ def test_a_baseline_round_trips_and_refuses_a_duplicated_case() -> None:
     data["cases"].append(data["cases"][0])
     with pytest.raises(ValidationError, match="listed twice"):
         Baseline.model_validate(data)
+
+
+@pytest.mark.parametrize("model", [RunResult, Baseline, ScenarioResult, ScenarioSegment])
+def test_every_file_part_that_lists_cases_holds_each_once_and_finds_it(
+        model: type[RunResult | Baseline | ScenarioResult | ScenarioSegment]) -> None:
+    # The one rule (specperf.schemas.measure.WithCases) each of them inherits.
+    fields = {RunResult: json.loads(make_run([]).model_dump_json()),
+              Baseline: json.loads(make_baseline().model_dump_json()),
+              ScenarioResult: {"kind": "prefix_cache"}, ScenarioSegment: {"name": "short"}}[model]
+    one, other = make_case("draft-k2", 1), make_case("draft-k2", 4)
+    data = {**fields, "cases": [json.loads(c.model_dump_json()) for c in (one, other)]}
+    parsed = model.model_validate(data)
+    assert parsed.case(other.case) == other and parsed.case(make_case("x", 1).case) is None
+    data["cases"].append(data["cases"][0])
+    with pytest.raises(ValidationError, match=r"case draft-k2-c1 .* listed twice, at cases.0 "
+                                              r"and cases.2"):
+        model.model_validate(data)
 
 
 @pytest.mark.parametrize("version", [0, -1, 2, 99])

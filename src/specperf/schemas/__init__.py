@@ -18,10 +18,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from specperf.config.rules import CompareRules
-from specperf.schemas.base import Case, Positive, StoredModel, without_unset
+from specperf.schemas.base import Case, Positive, without_unset
 from specperf.schemas.gate import GateCheck
 from specperf.schemas.load import LoadResult, RequestSample, RequestSpecDecode
 from specperf.schemas.measure import (
@@ -30,7 +30,7 @@ from specperf.schemas.measure import (
     InconclusiveRetry,
     Summary,
     Trial,
-    unique_cases,
+    WithCases,
 )
 from specperf.schemas.records import InjectionRecord, Provenance, ServerRecord, TimeBreakdown
 from specperf.schemas.scenarios import (
@@ -64,7 +64,7 @@ SCHEMA_VERSION = 1
 MIN_SCHEMA_VERSION = 1
 
 
-class RunResult(StoredModel):
+class RunResult(WithCases):
     """The one result object every renderer (console, markdown, JSON, plots) views."""
 
     kind: Literal["specperf-run"] = "specperf-run"
@@ -114,11 +114,6 @@ class RunResult(StoredModel):
         description="per config id with a pinned-acceptance twin: the rates it was pinned to",
     )
 
-    @field_validator("cases")
-    @classmethod
-    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
-        return unique_cases(cases)
-
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return without_unset(self, handler, ("compare_rules", "retry_inconclusive",
@@ -126,15 +121,12 @@ class RunResult(StoredModel):
                                               "scenarios", "pinned_acceptance",
                                               "pinned_rates"))
 
-    def case(self, case: Case) -> CaseResult | None:
-        return next((c for c in self.cases if c.case == case), None)
-
     @property
     def failed(self) -> list[GateCheck]:
         return [c for c in self.checks if c.outcome == "fail"]
 
 
-class Baseline(StoredModel):
+class Baseline(WithCases):
     kind: Literal["specperf-baseline"] = "specperf-baseline"
     schema_version: int = Field(SCHEMA_VERSION, ge=MIN_SCHEMA_VERSION, le=SCHEMA_VERSION)
     provenance: Provenance
@@ -155,18 +147,10 @@ class Baseline(StoredModel):
         description="per config id with a kept twin: the rates that twin was pinned to",
     )
 
-    @field_validator("cases")
-    @classmethod
-    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
-        return unique_cases(cases)
-
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return without_unset(self, handler, ("paired_nospec", "pinned_acceptance",
                                               "pinned_rates"))
-
-    def case(self, case: Case) -> CaseResult | None:
-        return next((c for c in self.cases if c.case == case), None)
 
 
 def recorded_rules(result: RunResult | Baseline) -> CompareRules:

@@ -4,11 +4,12 @@ that added trials to it, and the case's result (:class:`CaseResult`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -210,3 +211,23 @@ def unique_cases(cases: list[CaseResult]) -> list[CaseResult]:
     return cases
 
 
+
+
+class WithCases(StoredModel):
+    """A stored model that lists cases (a run, a baseline, a scenario, a segment): each case
+    at most once (:func:`unique_cases`), looked up with :meth:`case`.
+
+    The ``cases`` field itself is each subclass's own, declared where its place in the
+    file's field order is (a field declared here would come first and reorder every stored
+    file and the schema goldens)."""
+
+    if TYPE_CHECKING:
+        cases: list[CaseResult]
+
+    @field_validator("cases", check_fields=False)
+    @classmethod
+    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
+        return unique_cases(cases)
+
+    def case(self, case: Case) -> CaseResult | None:
+        return next((c for c in self.cases if c.case == case), None)

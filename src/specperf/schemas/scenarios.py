@@ -8,16 +8,15 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
-    field_validator,
     model_serializer,
 )
 
 from specperf.schemas.base import Case, Count, NonNegative, Positive, StoredModel, without_unset
-from specperf.schemas.measure import CaseResult, Summary, Trial, unique_cases
+from specperf.schemas.measure import CaseResult, Summary, Trial, WithCases
 from specperf.schemas.scrape import Acceptance
 
 
-class ScenarioSegment(StoredModel):
+class ScenarioSegment(WithCases):
     """One segment of a segmented scenario (a prompt-length bucket, a task category): each
     config's trials on the segment's prompts alone, so their counter deltas are the
     segment's, and the no-spec trials paired with each spec case."""
@@ -28,16 +27,8 @@ class ScenarioSegment(StoredModel):
         default_factory=dict, description="per spec case id: the no-spec trials on the "
                                           "segment's prompts interleaved with it")
 
-    @field_validator("cases")
-    @classmethod
-    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
-        return unique_cases(cases)
 
-    def case(self, case: Case) -> CaseResult | None:
-        return next((c for c in self.cases if c.case == case), None)
-
-
-class ScenarioResult(StoredModel):
+class ScenarioResult(WithCases):
     """One scenario of a run (config.scenarios): its cases, measured on the scenario's own
     servers with its own prompts, and the no-spec trials paired with each spec case. A
     segmented scenario (context_length, categories) also has its segments; its cases are
@@ -52,17 +43,9 @@ class ScenarioResult(StoredModel):
         default_factory=list, description="context_length: per length bucket; categories: per "
                                           "category (in measuring order)")
 
-    @field_validator("cases")
-    @classmethod
-    def _each_case_once(cls, cases: list[CaseResult]) -> list[CaseResult]:
-        return unique_cases(cases)
-
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return without_unset(self, handler, ("segments",))
-
-    def case(self, case: Case) -> CaseResult | None:
-        return next((c for c in self.cases if c.case == case), None)
 
 
 # --- time-structured scenarios (config/scenarios.py) ----------------------------------
